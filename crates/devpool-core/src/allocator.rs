@@ -1,0 +1,164 @@
+//! The [`Allocator`] trait every strategy implements, and the [`Pool`] trait of the
+//! single-stream pools that [`StreamOrdered`](crate::StreamOrdered) turns into one.
+
+use crate::backend::Backend;
+use crate::error::Result;
+use crate::stats::Stats;
+use crate::types::{Block, DeviceId, Request, StreamId};
+use std::sync::Arc;
+
+/// A device-memory allocator: thread-safe, all methods on `&self`.
+///
+/// ```
+/// use devpool_core::{direct, Allocator, MockBackend, Request};
+/// let alloc = direct(MockBackend::shared());
+/// let b = alloc.allocate(Request::new(1000)).unwrap();
+/// assert!(b.size >= 1000 && b.ptr.is_aligned(256));
+/// alloc.free(b).unwrap();
+/// assert!(alloc.free(b).is_err()); // the second free is caught
+/// ```
+pub trait Allocator: Send + Sync {
+    /// A short name for tables and logs ("slab", "buddy-virtual"...).
+    fn name(&self) -> &str;
+    /// The backend the memory comes from.
+    fn backend(&self) -> &Arc<dyn Backend>;
+    /// The device this allocator serves.
+    fn device(&self) -> DeviceId {
+        self.backend().device()
+    }
+    /// Allocate a block for `req`.
+    fn allocate(&self, req: Request) -> Result<Block>;
+    /// Free `block`, whose last use was queued on `stream`. The memory may be reused at
+    /// once by the block's own stream, and by any other stream only after the work
+    /// queued on `stream` (and on every stream named by
+    /// [`record_stream`](Allocator::record_stream)) has completed.
+    fn deallocate(&self, block: Block, stream: StreamId) -> Result<()>;
+    /// Declare that `block` is also used on `stream` (PyTorch's `record_stream`): its
+    /// free then waits for the work queued on `stream` too.
+    fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()>;
+    /// A snapshot of the statistics.
+    fn stats(&self) -> Stats;
+    /// Give cached memory back to the backend; returns the bytes released.
+    fn trim(&self) -> Result<usize>;
+
+    /// Allocate `size` bytes at the default alignment on the default stream.
+    fn alloc(&self, size: usize) -> Result<Block> {
+        self.allocate(Request::new(size))
+    }
+    /// Free a block on the stream it was allocated on.
+    fn free(&self, block: Block) -> Result<()> {
+        self.deallocate(block, block.stream)
+    }
+}
+
+impl<A: Allocator + ?Sized> Allocator for Arc<A> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn backend(&self) -> &Arc<dyn Backend> {
+        (**self).backend()
+    }
+    fn device(&self) -> DeviceId {
+        (**self).device()
+    }
+    fn allocate(&self, req: Request) -> Result<Block> {
+        (**self).allocate(req)
+    }
+    fn deallocate(&self, block: Block, stream: StreamId) -> Result<()> {
+        (**self).deallocate(block, stream)
+    }
+    fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
+        (**self).record_stream(block, stream)
+    }
+    fn stats(&self) -> Stats {
+        (**self).stats()
+    }
+    fn trim(&self) -> Result<usize> {
+        (**self).trim()
+    }
+}
+
+impl<A: Allocator + ?Sized> Allocator for Box<A> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn backend(&self) -> &Arc<dyn Backend> {
+        (**self).backend()
+    }
+    fn device(&self) -> DeviceId {
+        (**self).device()
+    }
+    fn allocate(&self, req: Request) -> Result<Block> {
+        (**self).allocate(req)
+    }
+    fn deallocate(&self, block: Block, stream: StreamId) -> Result<()> {
+        (**self).deallocate(block, stream)
+    }
+    fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
+        (**self).record_stream(block, stream)
+    }
+    fn stats(&self) -> Stats {
+        (**self).stats()
+    }
+    fn trim(&self) -> Result<usize> {
+        (**self).trim()
+    }
+}
+
+/// A pool that serves one stream: the part each strategy writes.
+///
+/// A pool knows nothing of streams or events: [`StreamOrdered`](crate::StreamOrdered)
+/// gives each stream its own pool and holds back frees that must wait for other
+/// streams, so a block freed into a pool may be reused by that pool at once.
+///
+/// Rules for implementors:
+/// - `allocate` serves `req.effective_size()` at `req.effective_align()`, fills every
+///   field of the [`Block`] (`stream` from the request, `device` from the backend) and
+///   returns [`Error::OutOfMemory`](crate::Error::OutOfMemory) or a backend
+///   out-of-memory error when memory runs out, leaving the pool as it was.
+/// - `deallocate` checks that the block is one it handed out and still live, in O(1)
+///   where it can, and returns [`Error::NotOwned`](crate::Error::NotOwned) or
+///   [`Error::DoubleFree`](crate::Error::DoubleFree) otherwise, changing nothing.
+/// - `stats` counts allocations, frees, bytes and backend calls; `failures` is
+///   counted by the layer above and may be left at zero.
+/// - `trim` gives back every byte not under a live block; after all blocks are
+///   freed and `trim` runs, the pool holds nothing from the backend.
+/// - Dropping a pool gives everything back to the backend, live blocks included.
+/// - Metadata stays on the host: a pool never reads or writes the memory it manages.
+pub trait Pool: Send + Sync + 'static {
+    /// Allocate a block.
+    fn allocate(&self, req: &Request) -> Result<Block>;
+    /// Free a block this pool handed out.
+    fn deallocate(&self, block: &Block) -> Result<()>;
+    /// Check, without freeing it, that `block` is live in this pool.
+    fn check(&self, block: &Block) -> Result<()>;
+    /// A snapshot of the statistics.
+    fn stats(&self) -> Stats;
+    /// Give cached memory back; returns the bytes released.
+    fn trim(&self) -> Result<usize>;
+    /// One line on where this pool's unused memory sits, for out-of-memory messages.
+    fn describe_cache(&self) -> String {
+        String::new()
+    }
+}
+
+impl<P: Pool + ?Sized> Pool for Box<P> {
+    fn allocate(&self, req: &Request) -> Result<Block> {
+        (**self).allocate(req)
+    }
+    fn deallocate(&self, block: &Block) -> Result<()> {
+        (**self).deallocate(block)
+    }
+    fn check(&self, block: &Block) -> Result<()> {
+        (**self).check(block)
+    }
+    fn stats(&self) -> Stats {
+        (**self).stats()
+    }
+    fn trim(&self) -> Result<usize> {
+        (**self).trim()
+    }
+    fn describe_cache(&self) -> String {
+        (**self).describe_cache()
+    }
+}

@@ -1,0 +1,193 @@
+//! Where device memory comes from: the [`Backend`] trait and the counters every
+//! backend keeps, so that all strategies are measured the same way.
+
+use crate::error::BackendError;
+use crate::stats::AtomicGauge;
+use crate::types::{DeviceId, DevicePtr, EventId, StreamId};
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Result of a backend call.
+pub type BackendResult<T> = std::result::Result<T, BackendError>;
+
+/// A source of device memory, streams and events for one device.
+///
+/// Two ways to get memory:
+/// - contiguous regions ([`alloc_region`](Backend::alloc_region), like `cuMemAlloc`);
+/// - where [`supports_virtual`](Backend::supports_virtual) says so, virtual address
+///   ranges ([`reserve`](Backend::reserve), like `cuMemAddressReserve`) into which
+///   physical pages of [`granularity`](Backend::granularity) bytes are mapped and
+///   unmapped ([`map`](Backend::map) / [`unmap`](Backend::unmap), like
+///   `cuMemCreate` + `cuMemMap` + `cuMemSetAccess` and `cuMemUnmap` + `cuMemRelease`).
+///
+/// Each mapped page is its own physical allocation, so any page can later be unmapped
+/// alone; [`map`](Backend::map) of many pages is still one batch for the caller.
+///
+/// Every backend counts the device bytes it holds for its users in
+/// [`counters`](Backend::counters): regions plus mapped pages; reserved address
+/// space does not count. Trace replay reads its fragmentation figures from there.
+pub trait Backend: Send + Sync {
+    /// A short name ("mock", "cuda").
+    fn name(&self) -> &str;
+    /// The device this backend serves.
+    fn device(&self) -> DeviceId;
+    /// Physical page size of virtual mappings, and the alignment of regions.
+    fn granularity(&self) -> usize;
+    /// Bytes free and in total on the device.
+    fn mem_info(&self) -> BackendResult<(u64, u64)>;
+
+    /// Allocate a contiguous region of `size` bytes (aligned to at least 256 bytes).
+    fn alloc_region(&self, size: usize) -> BackendResult<DevicePtr>;
+    /// Free a region returned by [`alloc_region`](Backend::alloc_region) (same size).
+    fn free_region(&self, ptr: DevicePtr, size: usize) -> BackendResult<()>;
+
+    /// Whether virtual ranges and page mapping are available.
+    fn supports_virtual(&self) -> bool {
+        false
+    }
+    /// Reserve `size` bytes of address space (a multiple of the granularity), aligned
+    /// to `align` (a power of two, at least the granularity). No memory is used.
+    fn reserve(&self, _size: usize, _align: usize) -> BackendResult<DevicePtr> {
+        Err(BackendError::Unsupported("virtual address ranges"))
+    }
+    /// Give back a reserved range; every page in it must be unmapped first.
+    fn unreserve(&self, _ptr: DevicePtr, _size: usize) -> BackendResult<()> {
+        Err(BackendError::Unsupported("virtual address ranges"))
+    }
+    /// Back `[ptr, ptr + size)` with fresh physical pages (one per granule) and make it
+    /// accessible. The range must lie in a reserved range, be granule aligned, and
+    /// have no page mapped yet.
+    fn map(&self, _ptr: DevicePtr, _size: usize) -> BackendResult<()> {
+        Err(BackendError::Unsupported("page mapping"))
+    }
+    /// Unmap every page of `[ptr, ptr + size)` and free its physical memory. Every page
+    /// in the range must be mapped.
+    fn unmap(&self, _ptr: DevicePtr, _size: usize) -> BackendResult<()> {
+        Err(BackendError::Unsupported("page mapping"))
+    }
+
+    /// Create a stream.
+    fn create_stream(&self) -> BackendResult<StreamId>;
+    /// Destroy a stream made by [`create_stream`](Backend::create_stream).
+    fn destroy_stream(&self, stream: StreamId) -> BackendResult<()>;
+    /// Block the host until all work queued on `stream` is done.
+    fn synchronize(&self, stream: StreamId) -> BackendResult<()>;
+
+    /// Create an event.
+    fn create_event(&self) -> BackendResult<EventId>;
+    /// Destroy an event.
+    fn destroy_event(&self, event: EventId) -> BackendResult<()>;
+    /// Record `event` on `stream`: it completes when the work queued so far does.
+    fn record_event(&self, event: EventId, stream: StreamId) -> BackendResult<()>;
+    /// Whether the work before the event's last record has completed.
+    fn event_done(&self, event: EventId) -> BackendResult<bool>;
+    /// Block the host until the event completes.
+    fn wait_event(&self, event: EventId) -> BackendResult<()>;
+
+    /// Fill `len` bytes at `ptr` with `value`, queued on `stream`.
+    fn memset(
+        &self,
+        _ptr: DevicePtr,
+        _value: u8,
+        _len: usize,
+        _stream: StreamId,
+    ) -> BackendResult<()> {
+        Err(BackendError::Unsupported("memset"))
+    }
+    /// Copy host bytes to the device; returns when the copy is done.
+    fn copy_to_device(&self, _dst: DevicePtr, _src: &[u8], _stream: StreamId) -> BackendResult<()> {
+        Err(BackendError::Unsupported("copies"))
+    }
+    /// Copy device bytes to the host; returns when the copy is done.
+    fn copy_to_host(
+        &self,
+        _dst: &mut [u8],
+        _src: DevicePtr,
+        _stream: StreamId,
+    ) -> BackendResult<()> {
+        Err(BackendError::Unsupported("copies"))
+    }
+
+    /// The backend's own counts of calls and bytes.
+    fn counters(&self) -> BackendCounters;
+}
+
+/// What a backend has done: calls made and device bytes held.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct BackendCounters {
+    /// Device bytes held now and at peak: regions plus mapped pages.
+    pub bytes_in_use: crate::stats::Gauge,
+    /// Regions allocated.
+    pub region_allocs: u64,
+    /// Regions freed.
+    pub region_frees: u64,
+    /// Address ranges reserved.
+    pub reserves: u64,
+    /// Address ranges released.
+    pub unreserves: u64,
+    /// Calls to [`Backend::map`].
+    pub map_calls: u64,
+    /// Pages mapped.
+    pub pages_mapped: u64,
+    /// Calls to [`Backend::unmap`].
+    pub unmap_calls: u64,
+    /// Pages unmapped.
+    pub pages_unmapped: u64,
+    /// Events created.
+    pub events_created: u64,
+    /// Events recorded.
+    pub event_records: u64,
+    /// Calls that failed.
+    pub failures: u64,
+}
+
+impl BackendCounters {
+    /// Calls that take or give back memory: region allocs and frees, map and unmap calls.
+    pub fn memory_calls(&self) -> u64 {
+        self.region_allocs + self.region_frees + self.map_calls + self.unmap_calls
+    }
+}
+
+/// Atomic form of [`BackendCounters`], for backend implementations.
+#[allow(missing_docs)]
+#[derive(Debug, Default)]
+pub struct BackendCounterCell {
+    pub bytes_in_use: AtomicGauge,
+    pub region_allocs: AtomicU64,
+    pub region_frees: AtomicU64,
+    pub reserves: AtomicU64,
+    pub unreserves: AtomicU64,
+    pub map_calls: AtomicU64,
+    pub pages_mapped: AtomicU64,
+    pub unmap_calls: AtomicU64,
+    pub pages_unmapped: AtomicU64,
+    pub events_created: AtomicU64,
+    pub event_records: AtomicU64,
+    pub failures: AtomicU64,
+}
+
+impl BackendCounterCell {
+    /// Add one to a counter.
+    #[inline]
+    pub fn bump(c: &AtomicU64) {
+        c.fetch_add(1, Relaxed);
+    }
+
+    /// A snapshot.
+    pub fn snapshot(&self) -> BackendCounters {
+        BackendCounters {
+            bytes_in_use: self.bytes_in_use.get(),
+            region_allocs: self.region_allocs.load(Relaxed),
+            region_frees: self.region_frees.load(Relaxed),
+            reserves: self.reserves.load(Relaxed),
+            unreserves: self.unreserves.load(Relaxed),
+            map_calls: self.map_calls.load(Relaxed),
+            pages_mapped: self.pages_mapped.load(Relaxed),
+            unmap_calls: self.unmap_calls.load(Relaxed),
+            pages_unmapped: self.pages_unmapped.load(Relaxed),
+            events_created: self.events_created.load(Relaxed),
+            event_records: self.event_records.load(Relaxed),
+            failures: self.failures.load(Relaxed),
+        }
+    }
+}

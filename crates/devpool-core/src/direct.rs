@@ -1,0 +1,109 @@
+//! [`DirectPool`]: every request goes straight to the backend, as plain `cudaMalloc`
+//! does. The yardstick the strategies are measured against.
+
+use crate::allocator::Pool;
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::ordered::StreamOrdered;
+use crate::stats::{Counters, Stats};
+use crate::types::{align_up, Block, Request, MIN_ALIGN};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A pool that takes one backend region per block and frees it at once. Nothing is
+/// cached, so `trim` has nothing to do.
+pub struct DirectPool {
+    backend: Arc<dyn Backend>,
+    live: Mutex<HashMap<u64, usize>>,
+    counters: Counters,
+}
+
+impl DirectPool {
+    /// A direct pool over `backend`.
+    pub fn new(backend: Arc<dyn Backend>) -> Self {
+        DirectPool {
+            backend,
+            live: Mutex::new(HashMap::new()),
+            counters: Counters::default(),
+        }
+    }
+}
+
+/// The direct allocator over `backend`: one region per block.
+///
+/// ```
+/// use devpool_core::{direct, Allocator, MockBackend};
+/// let a = direct(MockBackend::shared());
+/// let b = a.alloc(1 << 20).unwrap();
+/// assert_eq!(a.stats().reserved_bytes.current, 1 << 20);
+/// a.free(b).unwrap();
+/// assert_eq!(a.stats().reserved_bytes.current, 0);
+/// ```
+pub fn direct(backend: Arc<impl Backend + 'static>) -> StreamOrdered<DirectPool> {
+    let backend: Arc<dyn Backend> = backend;
+    let b = backend.clone();
+    StreamOrdered::new("direct", backend, move |_| DirectPool::new(b.clone()))
+}
+
+impl Pool for DirectPool {
+    fn allocate(&self, req: &Request) -> Result<Block> {
+        let align = req.effective_align()?;
+        if align > self.backend.granularity() {
+            return Err(Error::InvalidAlignment { align: req.align });
+        }
+        let size = align_up(req.effective_size(), MIN_ALIGN).ok_or(Error::TooLarge {
+            size: req.size,
+            max: isize::MAX as usize,
+        })?;
+        let ptr = self.backend.alloc_region(size)?;
+        self.counters.on_reserve(size);
+        self.counters.on_alloc(req.size, size);
+        self.live.lock().insert(ptr.0, size);
+        Ok(Block {
+            ptr,
+            size,
+            requested: req.size,
+            stream: req.stream,
+            device: self.backend.device(),
+            handle: 0,
+        })
+    }
+
+    fn deallocate(&self, block: &Block) -> Result<()> {
+        let mut live = self.live.lock();
+        match live.get(&block.ptr.0) {
+            Some(&size) if size == block.size => {
+                self.backend.free_region(block.ptr, size)?;
+                live.remove(&block.ptr.0);
+                self.counters.on_release(size);
+                self.counters.on_free(block.requested, size);
+                Ok(())
+            }
+            _ => Err(Error::NotOwned { ptr: block.ptr }),
+        }
+    }
+
+    fn check(&self, block: &Block) -> Result<()> {
+        match self.live.lock().get(&block.ptr.0) {
+            Some(&size) if size == block.size => Ok(()),
+            _ => Err(Error::NotOwned { ptr: block.ptr }),
+        }
+    }
+
+    fn stats(&self) -> Stats {
+        self.counters.snapshot()
+    }
+
+    fn trim(&self) -> Result<usize> {
+        Ok(0)
+    }
+}
+
+impl Drop for DirectPool {
+    fn drop(&mut self) {
+        for (ptr, size) in self.live.get_mut().drain() {
+            let _ = self.backend.free_region(crate::DevicePtr(ptr), size);
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! # devpool-core
+//!
+//! The ground floor of devpool, with no CUDA in it:
+//!
+//! - [`Allocator`]: what every strategy implements (`Send + Sync`, `&self` methods).
+//! - [`Pool`]: a single-stream pool, the part a strategy writes; [`StreamOrdered`]
+//!   turns a family of pools into an allocator with stream-ordered reuse.
+//! - [`Backend`]: where device memory, streams and events come from;
+//!   [`MockBackend`] is the CPU stand-in that everything tests against.
+//! - Types ([`DevicePtr`], [`Request`], [`Block`]...), [`Error`]s and [`Stats`].
+//! - [`direct`]: the yardstick that sends every request to the backend.
+//! - [`DeviceBuffer`]: an owning, typed handle to device memory.
+//! - [`testing`] (feature `testing`): the conformance suite every strategy runs.
+//!
+//! ```
+//! use devpool_core::{direct, Allocator, MockBackend, Request};
+//! let mock = MockBackend::shared();
+//! let alloc = direct(mock.clone());
+//! let block = alloc.allocate(Request::new(1 << 20)).unwrap();
+//! assert_eq!(alloc.stats().live_bytes.current, 1 << 20);
+//! alloc.free(block).unwrap();
+//! ```
+#![warn(missing_docs)]
+
+mod allocator;
+mod backend;
+mod buffer;
+mod direct;
+mod error;
+mod mock;
+mod ordered;
+mod stats;
+mod types;
+
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use allocator::{Allocator, Pool};
+pub use backend::{Backend, BackendCounterCell, BackendCounters, BackendResult};
+pub use buffer::{DeviceBuffer, DeviceCopy};
+pub use direct::{direct, DirectPool};
+pub use error::{BackendError, Error, OomInfo, Result};
+pub use mock::{EventPolicy, FaultOn, MockBackend, MockConfig, GIB};
+pub use ordered::{StreamOrdered, DEFAULT_MAX_STREAMS};
+pub use stats::{AtomicGauge, Counters, Gauge, Stats};
+pub use types::{
+    align_up, human_bytes, Block, DeviceId, DevicePtr, EventId, Request, StreamId, MIN_ALIGN,
+};

@@ -1,0 +1,746 @@
+//! [`MockBackend`]: a CPU stand-in for a GPU's memory, the embedded default.
+//!
+//! It hands out fake but realistic device addresses from a simulated address space,
+//! enforces a capacity and the driver's granularity and alignment rules, counts
+//! every call and byte, injects faults on request, and completes events when the
+//! test says so. In host-backed mode every region and mapped page gets real host
+//! bytes, so tests can write patterns through [`Backend::memset`] and
+//! [`Backend::copy_to_device`] and read them back: two blocks that overlap, or a
+//! block that runs past its memory, show up as wrong data or an error.
+
+use crate::backend::{Backend, BackendCounterCell, BackendCounters, BackendResult};
+use crate::error::BackendError;
+use crate::types::{DeviceId, DevicePtr, EventId, StreamId};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// 1 GiB.
+pub const GIB: u64 = 1 << 30;
+
+/// When recorded events complete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventPolicy {
+    /// At once: the simulated device is infinitely fast.
+    Immediate,
+    /// Only when the test calls [`MockBackend::complete_stream`] or
+    /// [`MockBackend::complete_all`]: work queued on a stream stays "running".
+    Manual,
+}
+
+/// Which calls an injected fault hits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultOn {
+    /// Any call that takes memory: `alloc_region`, `reserve` and `map`.
+    AnyAcquire,
+    /// `alloc_region` only.
+    Region,
+    /// `map` only.
+    Map,
+    /// `reserve` only.
+    Reserve,
+}
+
+/// Settings of a [`MockBackend`].
+#[derive(Clone, Debug)]
+pub struct MockConfig {
+    /// Device ordinal.
+    pub device: DeviceId,
+    /// Device memory in bytes (default 141 GiB, like an H200).
+    pub capacity: u64,
+    /// Page size of virtual mappings and alignment of regions (default 2 MiB).
+    pub granularity: usize,
+    /// Regions are counted rounded up to this many bytes (default 512).
+    pub region_rounding: usize,
+    /// Whether virtual ranges and mapping are offered (default true).
+    pub virtual_memory: bool,
+    /// When events complete.
+    pub events: EventPolicy,
+    /// Whether memory has real host bytes behind it (default false).
+    pub host_backed: bool,
+}
+
+impl Default for MockConfig {
+    fn default() -> Self {
+        MockConfig {
+            device: DeviceId(0),
+            capacity: 141 * GIB,
+            granularity: 2 << 20,
+            region_rounding: 512,
+            virtual_memory: true,
+            events: EventPolicy::Immediate,
+            host_backed: false,
+        }
+    }
+}
+
+impl MockConfig {
+    /// Another capacity.
+    pub fn capacity(mut self, bytes: u64) -> Self {
+        self.capacity = bytes;
+        self
+    }
+    /// Another device ordinal.
+    pub fn device(mut self, ordinal: u32) -> Self {
+        self.device = DeviceId(ordinal);
+        self
+    }
+    /// Real host bytes behind every region and page.
+    pub fn host_backed(mut self) -> Self {
+        self.host_backed = true;
+        self
+    }
+    /// Events complete only when the test says so.
+    pub fn manual_events(mut self) -> Self {
+        self.events = EventPolicy::Manual;
+        self
+    }
+    /// No virtual memory: only regions.
+    pub fn without_virtual(mut self) -> Self {
+        self.virtual_memory = false;
+        self
+    }
+}
+
+#[derive(Debug)]
+struct Region {
+    size: usize,
+    counted: u64,
+    data: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Default)]
+struct EventState {
+    /// (stream, sequence number of the record) of the last record.
+    target: Option<(u64, u64)>,
+}
+
+#[derive(Debug, Default)]
+struct StreamState {
+    submitted: u64,
+    completed: u64,
+}
+
+#[derive(Debug)]
+struct Fault {
+    on: FaultOn,
+    remaining: u64,
+}
+
+#[derive(Debug)]
+struct State {
+    capacity: u64,
+    used: u64,
+    next_va: u64,
+    limit_va: u64,
+    regions: BTreeMap<u64, Region>,
+    /// Reserved ranges: start -> size.
+    ranges: BTreeMap<u64, usize>,
+    /// Mapped pages: page address -> host bytes (empty unless host-backed).
+    pages: HashMap<u64, Vec<u8>>,
+    streams: HashMap<u64, StreamState>,
+    next_stream: u64,
+    events: HashMap<u64, EventState>,
+    next_event: u64,
+    fault: Option<Fault>,
+    fail_all: bool,
+}
+
+/// The CPU mock of a GPU's memory. Cheap to share: wrap it in an [`Arc`].
+///
+/// ```
+/// use devpool_core::{Backend, MockBackend, MockConfig};
+/// let mock = MockBackend::new(MockConfig::default().capacity(1 << 30));
+/// let p = mock.alloc_region(4096).unwrap();
+/// assert!(p.is_aligned(256));
+/// assert_eq!(mock.counters().bytes_in_use.current, 4096);
+/// mock.free_region(p, 4096).unwrap();
+/// assert!(mock.alloc_region(2 << 30).is_err()); // larger than the capacity
+/// ```
+#[derive(Debug)]
+pub struct MockBackend {
+    cfg: MockConfig,
+    state: Mutex<State>,
+    counters: BackendCounterCell,
+}
+
+impl Default for MockBackend {
+    fn default() -> Self {
+        MockBackend::new(MockConfig::default())
+    }
+}
+
+impl MockBackend {
+    /// A mock with these settings.
+    pub fn new(cfg: MockConfig) -> Self {
+        assert!(cfg.granularity.is_power_of_two() && cfg.granularity >= 4096);
+        assert!(cfg.region_rounding.is_power_of_two());
+        // Each device gets its own 16 TiB window of addresses, in the user half like
+        // the driver's.
+        let base = 0x7f00_0000_0000u64 - (cfg.device.0 as u64) * 0x1000_0000_0000;
+        let state = State {
+            capacity: cfg.capacity,
+            used: 0,
+            next_va: base,
+            limit_va: base + 0x1000_0000_0000,
+            regions: BTreeMap::new(),
+            ranges: BTreeMap::new(),
+            pages: HashMap::new(),
+            streams: HashMap::new(),
+            next_stream: 1,
+            events: HashMap::new(),
+            next_event: 1,
+            fault: None,
+            fail_all: false,
+        };
+        MockBackend {
+            cfg,
+            state: Mutex::new(state),
+            counters: BackendCounterCell::default(),
+        }
+    }
+
+    /// A shared mock with default settings (141 GiB, 2 MiB pages, events at once).
+    pub fn shared() -> Arc<MockBackend> {
+        Arc::new(MockBackend::default())
+    }
+
+    /// A shared mock with these settings.
+    pub fn shared_with(cfg: MockConfig) -> Arc<MockBackend> {
+        Arc::new(MockBackend::new(cfg))
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &MockConfig {
+        &self.cfg
+    }
+
+    /// Change the capacity (shrink it to simulate other users of the device). Memory
+    /// already held stays held.
+    pub fn set_capacity(&self, bytes: u64) {
+        self.state.lock().capacity = bytes;
+    }
+
+    /// Make the `n`th next call of kind `on` fail (`n = 1`: the very next one). The
+    /// fault fires once.
+    pub fn fail_nth(&self, on: FaultOn, n: u64) {
+        assert!(n >= 1);
+        self.state.lock().fault = Some(Fault { on, remaining: n });
+    }
+
+    /// Make every call that takes memory fail until turned off.
+    pub fn fail_all(&self, on: bool) {
+        self.state.lock().fail_all = on;
+    }
+
+    /// Clear any pending fault.
+    pub fn clear_faults(&self) {
+        let mut s = self.state.lock();
+        s.fault = None;
+        s.fail_all = false;
+    }
+
+    /// Complete all work queued so far on `stream` (events recorded on it complete).
+    pub fn complete_stream(&self, stream: StreamId) {
+        let mut s = self.state.lock();
+        let st = s.streams.entry(stream.0).or_default();
+        st.completed = st.submitted;
+    }
+
+    /// Complete all work queued so far on every stream.
+    pub fn complete_all(&self) {
+        let mut s = self.state.lock();
+        for st in s.streams.values_mut() {
+            st.completed = st.submitted;
+        }
+    }
+
+    /// Events that exist now (created and not destroyed).
+    pub fn live_events(&self) -> usize {
+        self.state.lock().events.len()
+    }
+
+    /// Pages mapped now.
+    pub fn mapped_pages(&self) -> usize {
+        self.state.lock().pages.len()
+    }
+
+    /// Regions held now.
+    pub fn live_regions(&self) -> usize {
+        self.state.lock().regions.len()
+    }
+
+    fn check_fault(&self, s: &mut State, kind: FaultOn, call: &'static str) -> BackendResult<()> {
+        if s.fail_all {
+            return Err(self.fail(BackendError::Injected { call }));
+        }
+        if let Some(f) = &mut s.fault {
+            if f.on == kind || f.on == FaultOn::AnyAcquire {
+                f.remaining -= 1;
+                if f.remaining == 0 {
+                    s.fault = None;
+                    return Err(self.fail(BackendError::Injected { call }));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn fail(&self, e: BackendError) -> BackendError {
+        BackendCounterCell::bump(&self.counters.failures);
+        e
+    }
+
+    fn take_va(&self, s: &mut State, size: usize, align: usize) -> BackendResult<u64> {
+        let start = crate::align_up(s.next_va as usize, align)
+            .ok_or_else(|| self.va_exhausted(size))? as u64;
+        let end = start
+            .checked_add(size as u64)
+            .ok_or_else(|| self.va_exhausted(size))?;
+        if end > s.limit_va {
+            return Err(self.va_exhausted(size));
+        }
+        // Leave a guard gap so that neighbouring allocations never touch.
+        s.next_va = end + self.cfg.granularity as u64;
+        Ok(start)
+    }
+
+    fn va_exhausted(&self, size: usize) -> BackendError {
+        self.fail(BackendError::OutOfMemory {
+            requested: size,
+            free: 0,
+            total: self.cfg.capacity,
+        })
+    }
+
+    fn take_bytes(&self, s: &mut State, bytes: u64, requested: usize) -> BackendResult<()> {
+        if s.used.checked_add(bytes).is_none_or(|u| u > s.capacity) {
+            return Err(self.fail(BackendError::OutOfMemory {
+                requested,
+                free: s.capacity.saturating_sub(s.used),
+                total: s.capacity,
+            }));
+        }
+        s.used += bytes;
+        self.counters.bytes_in_use.add(bytes);
+        Ok(())
+    }
+
+    fn give_bytes(&self, s: &mut State, bytes: u64) {
+        s.used -= bytes;
+        self.counters.bytes_in_use.sub(bytes);
+    }
+
+    fn invalid(&self, call: &'static str, detail: String) -> BackendError {
+        self.fail(BackendError::InvalidArgument { call, detail })
+    }
+
+    /// Apply `f` to each host-byte span of `[ptr, ptr+len)`, which must lie in one
+    /// region or in mapped pages.
+    fn with_bytes(
+        &self,
+        call: &'static str,
+        ptr: DevicePtr,
+        len: usize,
+        mut f: impl FnMut(&mut [u8], usize),
+    ) -> BackendResult<()> {
+        if !self.cfg.host_backed {
+            return Err(BackendError::Unsupported(
+                "data access on a mock without host_backed",
+            ));
+        }
+        let mut s = self.state.lock();
+        let end = ptr
+            .0
+            .checked_add(len as u64)
+            .ok_or_else(|| self.invalid(call, "range overflows".into()))?;
+        if let Some((&start, r)) = s.regions.range_mut(..=ptr.0).next_back() {
+            if end <= start + r.size as u64 {
+                let off = (ptr.0 - start) as usize;
+                let data = r.data.as_mut().expect("host-backed region has bytes");
+                f(&mut data[off..off + len], 0);
+                return Ok(());
+            }
+        }
+        let g = self.cfg.granularity as u64;
+        let mut at = ptr.0;
+        let mut done = 0usize;
+        while at < end {
+            let page = at & !(g - 1);
+            let Some(bytes) = s.pages.get_mut(&page) else {
+                return Err(self.invalid(
+                    call,
+                    format!("{ptr}+{len} touches unmapped memory at {:#x}", at),
+                ));
+            };
+            let off = (at - page) as usize;
+            let n = ((page + g).min(end) - at) as usize;
+            f(&mut bytes[off..off + n], done);
+            done += n;
+            at += n as u64;
+        }
+        Ok(())
+    }
+}
+
+impl Backend for MockBackend {
+    fn name(&self) -> &str {
+        "mock"
+    }
+
+    fn device(&self) -> DeviceId {
+        self.cfg.device
+    }
+
+    fn granularity(&self) -> usize {
+        self.cfg.granularity
+    }
+
+    fn mem_info(&self) -> BackendResult<(u64, u64)> {
+        let s = self.state.lock();
+        Ok((s.capacity.saturating_sub(s.used), s.capacity))
+    }
+
+    fn alloc_region(&self, size: usize) -> BackendResult<DevicePtr> {
+        BackendCounterCell::bump(&self.counters.region_allocs);
+        let mut s = self.state.lock();
+        self.check_fault(&mut s, FaultOn::Region, "alloc_region")?;
+        if size == 0 {
+            return Err(self.invalid("alloc_region", "size 0".into()));
+        }
+        let counted = crate::align_up(size, self.cfg.region_rounding)
+            .ok_or_else(|| self.va_exhausted(size))? as u64;
+        self.take_bytes(&mut s, counted, size)?;
+        let va = match self.take_va(&mut s, size, self.cfg.granularity) {
+            Ok(va) => va,
+            Err(e) => {
+                self.give_bytes(&mut s, counted);
+                return Err(e);
+            }
+        };
+        let data = self.cfg.host_backed.then(|| vec![0u8; size]);
+        s.regions.insert(
+            va,
+            Region {
+                size,
+                counted,
+                data,
+            },
+        );
+        Ok(DevicePtr(va))
+    }
+
+    fn free_region(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
+        BackendCounterCell::bump(&self.counters.region_frees);
+        let mut s = self.state.lock();
+        match s.regions.get(&ptr.0) {
+            Some(r) if r.size == size => {
+                let counted = r.counted;
+                s.regions.remove(&ptr.0);
+                self.give_bytes(&mut s, counted);
+                Ok(())
+            }
+            Some(r) => {
+                let have = r.size;
+                Err(self.invalid("free_region", format!("{ptr} has size {have}, not {size}")))
+            }
+            None => Err(self.invalid("free_region", format!("{ptr} is not a region"))),
+        }
+    }
+
+    fn supports_virtual(&self) -> bool {
+        self.cfg.virtual_memory
+    }
+
+    fn reserve(&self, size: usize, align: usize) -> BackendResult<DevicePtr> {
+        if !self.cfg.virtual_memory {
+            return Err(BackendError::Unsupported("virtual address ranges"));
+        }
+        BackendCounterCell::bump(&self.counters.reserves);
+        let mut s = self.state.lock();
+        self.check_fault(&mut s, FaultOn::Reserve, "reserve")?;
+        let g = self.cfg.granularity;
+        if size == 0 || !size.is_multiple_of(g) || !align.is_power_of_two() {
+            return Err(self.invalid(
+                "reserve",
+                format!("size {size} / align {align} not granular"),
+            ));
+        }
+        let va = self.take_va(&mut s, size, align.max(g))?;
+        s.ranges.insert(va, size);
+        Ok(DevicePtr(va))
+    }
+
+    fn unreserve(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
+        BackendCounterCell::bump(&self.counters.unreserves);
+        let mut s = self.state.lock();
+        if s.ranges.get(&ptr.0) != Some(&size) {
+            return Err(self.invalid("unreserve", format!("{ptr}+{size} is not a reserved range")));
+        }
+        let g = self.cfg.granularity as u64;
+        if (ptr.0..ptr.0 + size as u64)
+            .step_by(g as usize)
+            .any(|p| s.pages.contains_key(&p))
+        {
+            return Err(self.invalid("unreserve", format!("{ptr}+{size} still has mapped pages")));
+        }
+        s.ranges.remove(&ptr.0);
+        Ok(())
+    }
+
+    fn map(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
+        if !self.cfg.virtual_memory {
+            return Err(BackendError::Unsupported("page mapping"));
+        }
+        BackendCounterCell::bump(&self.counters.map_calls);
+        let mut s = self.state.lock();
+        self.check_fault(&mut s, FaultOn::Map, "map")?;
+        let g = self.cfg.granularity as u64;
+        if size == 0 || !(size as u64).is_multiple_of(g) || !ptr.0.is_multiple_of(g) {
+            return Err(self.invalid("map", format!("{ptr}+{size} is not page aligned")));
+        }
+        let end = ptr.0 + size as u64;
+        let inside = s
+            .ranges
+            .range(..=ptr.0)
+            .next_back()
+            .is_some_and(|(&start, &len)| end <= start + len as u64);
+        if !inside {
+            return Err(self.invalid(
+                "map",
+                format!("{ptr}+{size} is not inside a reserved range"),
+            ));
+        }
+        if (ptr.0..end)
+            .step_by(g as usize)
+            .any(|p| s.pages.contains_key(&p))
+        {
+            return Err(self.invalid("map", format!("{ptr}+{size} overlaps mapped pages")));
+        }
+        self.take_bytes(&mut s, size as u64, size)?;
+        for p in (ptr.0..end).step_by(g as usize) {
+            let bytes = if self.cfg.host_backed {
+                vec![0u8; g as usize]
+            } else {
+                Vec::new()
+            };
+            s.pages.insert(p, bytes);
+        }
+        self.counters
+            .pages_mapped
+            .fetch_add(size as u64 / g, Relaxed);
+        Ok(())
+    }
+
+    fn unmap(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
+        BackendCounterCell::bump(&self.counters.unmap_calls);
+        let mut s = self.state.lock();
+        let g = self.cfg.granularity as u64;
+        if size == 0 || !(size as u64).is_multiple_of(g) || !ptr.0.is_multiple_of(g) {
+            return Err(self.invalid("unmap", format!("{ptr}+{size} is not page aligned")));
+        }
+        let end = ptr.0 + size as u64;
+        if !(ptr.0..end)
+            .step_by(g as usize)
+            .all(|p| s.pages.contains_key(&p))
+        {
+            return Err(self.invalid(
+                "unmap",
+                format!("{ptr}+{size} has pages that are not mapped"),
+            ));
+        }
+        for p in (ptr.0..end).step_by(g as usize) {
+            s.pages.remove(&p);
+        }
+        self.give_bytes(&mut s, size as u64);
+        self.counters
+            .pages_unmapped
+            .fetch_add(size as u64 / g, Relaxed);
+        Ok(())
+    }
+
+    fn create_stream(&self) -> BackendResult<StreamId> {
+        let mut s = self.state.lock();
+        let id = s.next_stream;
+        s.next_stream += 1;
+        s.streams.insert(id, StreamState::default());
+        Ok(StreamId(id))
+    }
+
+    fn destroy_stream(&self, stream: StreamId) -> BackendResult<()> {
+        let mut s = self.state.lock();
+        if stream == StreamId::DEFAULT || s.streams.remove(&stream.0).is_none() {
+            return Err(self.invalid("destroy_stream", format!("{stream:?} was not created")));
+        }
+        Ok(())
+    }
+
+    fn synchronize(&self, stream: StreamId) -> BackendResult<()> {
+        // The host waits until the stream's work is done: in the mock, that means the
+        // work completes now.
+        self.complete_stream(stream);
+        Ok(())
+    }
+
+    fn create_event(&self) -> BackendResult<EventId> {
+        BackendCounterCell::bump(&self.counters.events_created);
+        let mut s = self.state.lock();
+        let id = s.next_event;
+        s.next_event += 1;
+        s.events.insert(id, EventState::default());
+        Ok(EventId(id))
+    }
+
+    fn destroy_event(&self, event: EventId) -> BackendResult<()> {
+        let mut s = self.state.lock();
+        match s.events.remove(&event.0) {
+            Some(_) => Ok(()),
+            None => Err(self.invalid("destroy_event", format!("unknown event {}", event.0))),
+        }
+    }
+
+    fn record_event(&self, event: EventId, stream: StreamId) -> BackendResult<()> {
+        BackendCounterCell::bump(&self.counters.event_records);
+        let mut s = self.state.lock();
+        let st = s.streams.entry(stream.0).or_default();
+        st.submitted += 1;
+        let seq = st.submitted;
+        if self.cfg.events == EventPolicy::Immediate {
+            st.completed = seq;
+        }
+        match s.events.get_mut(&event.0) {
+            Some(e) => {
+                e.target = Some((stream.0, seq));
+                Ok(())
+            }
+            None => Err(self.invalid("record_event", format!("unknown event {}", event.0))),
+        }
+    }
+
+    fn event_done(&self, event: EventId) -> BackendResult<bool> {
+        let s = self.state.lock();
+        match s.events.get(&event.0) {
+            Some(EventState { target: None }) => Ok(true),
+            Some(EventState {
+                target: Some((stream, seq)),
+            }) => Ok(s.streams.get(stream).is_some_and(|st| st.completed >= *seq)),
+            None => Err(self.invalid("event_done", format!("unknown event {}", event.0))),
+        }
+    }
+
+    fn wait_event(&self, event: EventId) -> BackendResult<()> {
+        let mut s = self.state.lock();
+        let target = match s.events.get(&event.0) {
+            Some(e) => e.target,
+            None => return Err(self.invalid("wait_event", format!("unknown event {}", event.0))),
+        };
+        if let Some((stream, seq)) = target {
+            let st = s.streams.entry(stream).or_default();
+            st.completed = st.completed.max(seq);
+        }
+        Ok(())
+    }
+
+    fn memset(
+        &self,
+        ptr: DevicePtr,
+        value: u8,
+        len: usize,
+        _stream: StreamId,
+    ) -> BackendResult<()> {
+        self.with_bytes("memset", ptr, len, |b, _| b.fill(value))
+    }
+
+    fn copy_to_device(&self, dst: DevicePtr, src: &[u8], _stream: StreamId) -> BackendResult<()> {
+        self.with_bytes("copy_to_device", dst, src.len(), |b, at| {
+            b.copy_from_slice(&src[at..at + b.len()])
+        })
+    }
+
+    fn copy_to_host(&self, dst: &mut [u8], src: DevicePtr, _stream: StreamId) -> BackendResult<()> {
+        let len = dst.len();
+        self.with_bytes("copy_to_host", src, len, |b, at| {
+            dst[at..at + b.len()].copy_from_slice(b)
+        })
+    }
+
+    fn counters(&self) -> BackendCounters {
+        self.counters.snapshot()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn virtual_pages_count_and_hold_data() {
+        let m = MockBackend::new(MockConfig::default().host_backed());
+        let g = m.granularity();
+        let va = m.reserve(8 * g, g).unwrap();
+        assert_eq!(m.counters().bytes_in_use.current, 0);
+        m.map(va, 2 * g).unwrap();
+        assert_eq!(m.counters().bytes_in_use.current, 2 * g as u64);
+        assert!(m.map(va.offset(g), g).is_err(), "double map is rejected");
+        let data: Vec<u8> = (0..g + 100).map(|i| i as u8).collect();
+        m.copy_to_device(va.offset(g - 50), &data[..150], StreamId::DEFAULT)
+            .unwrap();
+        let mut back = vec![0u8; 150];
+        m.copy_to_host(&mut back, va.offset(g - 50), StreamId::DEFAULT)
+            .unwrap();
+        assert_eq!(&back[..], &data[..150]);
+        assert!(
+            m.memset(va.offset(2 * g - 10), 1, 20, StreamId::DEFAULT)
+                .is_err(),
+            "unmapped page"
+        );
+        assert!(m.unreserve(va, 8 * g).is_err(), "still mapped");
+        m.unmap(va, 2 * g).unwrap();
+        m.unreserve(va, 8 * g).unwrap();
+        let c = m.counters();
+        assert_eq!(
+            (c.pages_mapped, c.pages_unmapped, c.bytes_in_use.current),
+            (2, 2, 0)
+        );
+    }
+
+    #[test]
+    fn manual_events_complete_on_command() {
+        let m = MockBackend::new(MockConfig::default().manual_events());
+        let s = m.create_stream().unwrap();
+        let e = m.create_event().unwrap();
+        assert!(
+            m.event_done(e).unwrap(),
+            "an event never recorded is complete"
+        );
+        m.record_event(e, s).unwrap();
+        assert!(!m.event_done(e).unwrap());
+        m.complete_stream(StreamId::DEFAULT);
+        assert!(!m.event_done(e).unwrap());
+        m.complete_stream(s);
+        assert!(m.event_done(e).unwrap());
+    }
+
+    #[test]
+    fn faults_fire_once_and_capacity_shrinks() {
+        let m = MockBackend::new(MockConfig::default().capacity(64 << 20));
+        m.fail_nth(FaultOn::Region, 2);
+        let a = m.alloc_region(1 << 20).unwrap();
+        assert!(matches!(
+            m.alloc_region(1 << 20),
+            Err(BackendError::Injected { .. })
+        ));
+        let b = m.alloc_region(1 << 20).unwrap();
+        m.set_capacity(2 << 20);
+        assert!(matches!(
+            m.alloc_region(1 << 20),
+            Err(BackendError::OutOfMemory { .. })
+        ));
+        m.free_region(a, 1 << 20).unwrap();
+        m.free_region(b, 1 << 20).unwrap();
+        assert!(m.free_region(b, 1 << 20).is_err());
+        assert_eq!(m.counters().bytes_in_use.current, 0);
+        assert_eq!(m.counters().failures, 3);
+    }
+}

@@ -1,0 +1,441 @@
+//! Stream-ordered reuse: one mechanism for every strategy.
+//!
+//! [`StreamOrdered`] turns a family of single-stream [`Pool`]s into an [`Allocator`]:
+//!
+//! - Each stream gets its own pool, made on first use. A block freed on the stream it
+//!   was allocated on goes straight back into that stream's pool and may be reused by
+//!   that stream at once: work on one stream runs in order, so the next user of the
+//!   block queues behind the last.
+//! - No other stream can get that memory while it sits in the pool. A free on another
+//!   stream, or of a block declared used on other streams with
+//!   [`record_stream`](Allocator::record_stream), records one event on each of those
+//!   streams (events come from a pool, not created per free) and waits in a queue;
+//!   the block goes back to its pool only once the backend says every event completed.
+//! - Memory moves between streams through the backend only: on out of memory, the
+//!   allocator waits for pending frees, synchronizes the streams it serves, trims every
+//!   pool, and retries once; [`trim`](Allocator::trim) does the same.
+//!
+//! The stream lookup is a fixed open-addressed table read with plain atomic loads, so
+//! threads on different streams share no lock and no written cache line.
+
+use crate::allocator::{Allocator, Pool};
+use crate::backend::Backend;
+use crate::error::{Error, OomInfo, Result};
+use crate::stats::Stats;
+use crate::types::{Block, Request, StreamId};
+use crate::EventId;
+use parking_lot::Mutex;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+const EMPTY: u64 = u64::MAX;
+
+/// How many distinct streams one allocator serves by default.
+pub const DEFAULT_MAX_STREAMS: usize = 512;
+
+struct Slot<P> {
+    key: AtomicU64,
+    pool: OnceLock<P>,
+}
+
+struct Pending {
+    block: Block,
+    events: Vec<EventId>,
+}
+
+#[derive(Default)]
+struct PendingQueue {
+    queue: VecDeque<Pending>,
+    ptrs: HashSet<u64>,
+}
+
+type Factory<P> = Box<dyn Fn(StreamId) -> P + Send + Sync>;
+
+/// An [`Allocator`] made of one [`Pool`] per stream, with cross-stream frees guarded by
+/// events. See the [module docs](self).
+///
+/// ```
+/// use devpool_core::{Allocator, DirectPool, MockBackend, MockConfig, Request, StreamId, StreamOrdered};
+/// use std::sync::Arc;
+/// let mock = MockBackend::shared_with(MockConfig::default().manual_events());
+/// let backend: Arc<dyn devpool_core::Backend> = mock.clone();
+/// let b2 = backend.clone();
+/// let alloc = StreamOrdered::new("direct", backend, move |_| DirectPool::new(b2.clone()));
+/// let (a, s) = (StreamId(1), StreamId(2));
+/// let blk = alloc.allocate(Request::new(4096).on_stream(a)).unwrap();
+/// alloc.deallocate(blk, s).unwrap(); // freed on another stream: waits for an event
+/// assert_eq!(alloc.pending_frees(), 1);
+/// mock.complete_stream(s);
+/// alloc.allocate(Request::new(1).on_stream(a)).unwrap(); // polls the queue
+/// assert_eq!(alloc.pending_frees(), 0);
+/// ```
+pub struct StreamOrdered<P: Pool> {
+    name: String,
+    backend: Arc<dyn Backend>,
+    factory: Factory<P>,
+    slots: Box<[Slot<P>]>,
+    pending: Mutex<PendingQueue>,
+    pending_count: AtomicUsize,
+    events: Mutex<Vec<EventId>>,
+    recorded: Mutex<HashMap<u64, Vec<StreamId>>>,
+    recorded_count: AtomicUsize,
+    failures: AtomicU64,
+}
+
+impl<P: Pool> StreamOrdered<P> {
+    /// An allocator named `name` that makes a pool for each stream with `factory`.
+    pub fn new(
+        name: impl Into<String>,
+        backend: Arc<dyn Backend>,
+        factory: impl Fn(StreamId) -> P + Send + Sync + 'static,
+    ) -> Self {
+        Self::with_max_streams(name, backend, DEFAULT_MAX_STREAMS, factory)
+    }
+
+    /// The same, serving at most `max_streams` distinct streams.
+    pub fn with_max_streams(
+        name: impl Into<String>,
+        backend: Arc<dyn Backend>,
+        max_streams: usize,
+        factory: impl Fn(StreamId) -> P + Send + Sync + 'static,
+    ) -> Self {
+        let n = max_streams.max(1).next_power_of_two() * 2;
+        let slots = (0..n)
+            .map(|_| Slot {
+                key: AtomicU64::new(EMPTY),
+                pool: OnceLock::new(),
+            })
+            .collect();
+        StreamOrdered {
+            name: name.into(),
+            backend,
+            factory: Box::new(factory),
+            slots,
+            pending: Mutex::new(PendingQueue::default()),
+            pending_count: AtomicUsize::new(0),
+            events: Mutex::new(Vec::new()),
+            recorded: Mutex::new(HashMap::new()),
+            recorded_count: AtomicUsize::new(0),
+            failures: AtomicU64::new(0),
+        }
+    }
+
+    #[inline]
+    fn home(&self, stream: StreamId) -> usize {
+        (stream.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & (self.slots.len() - 1)
+    }
+
+    /// The pool of `stream`, if it has one.
+    #[inline]
+    pub fn pool(&self, stream: StreamId) -> Option<&P> {
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(stream);
+        for _ in 0..self.slots.len() {
+            let slot = &self.slots[i];
+            match slot.key.load(Ordering::Acquire) {
+                k if k == stream.0 => {
+                    return Some(slot.pool.get_or_init(|| (self.factory)(stream)))
+                }
+                EMPTY => return None,
+                _ => i = (i + 1) & mask,
+            }
+        }
+        None
+    }
+
+    fn pool_or_create(&self, stream: StreamId) -> Result<&P> {
+        if stream.0 == EMPTY {
+            return Err(Error::Unsupported("stream handle u64::MAX is reserved"));
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(stream);
+        for _ in 0..self.slots.len() / 2 {
+            let slot = &self.slots[i];
+            let k = slot.key.load(Ordering::Acquire);
+            if k == stream.0 {
+                return Ok(slot.pool.get_or_init(|| (self.factory)(stream)));
+            }
+            if k == EMPTY {
+                match slot.key.compare_exchange(
+                    EMPTY,
+                    stream.0,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return Ok(slot.pool.get_or_init(|| (self.factory)(stream))),
+                    Err(now) if now == stream.0 => {
+                        return Ok(slot.pool.get_or_init(|| (self.factory)(stream)))
+                    }
+                    Err(_) => {}
+                }
+            }
+            i = (i + 1) & mask;
+        }
+        Err(Error::Limit(format!(
+            "allocator {} serves at most {} streams",
+            self.name,
+            self.slots.len() / 2
+        )))
+    }
+
+    /// Every stream's pool made so far, with its stream.
+    pub fn pools(&self) -> impl Iterator<Item = (StreamId, &P)> {
+        self.slots.iter().filter_map(|s| {
+            let k = s.key.load(Ordering::Acquire);
+            (k != EMPTY)
+                .then(|| s.pool.get().map(|p| (StreamId(k), p)))
+                .flatten()
+        })
+    }
+
+    /// Frees waiting for other streams' events.
+    pub fn pending_frees(&self) -> usize {
+        self.pending_count.load(Ordering::Acquire)
+    }
+
+    fn take_event(&self) -> Result<EventId> {
+        if let Some(e) = self.events.lock().pop() {
+            return Ok(e);
+        }
+        Ok(self.backend.create_event()?)
+    }
+
+    /// Release pending frees whose events completed (all of them, waiting, if `wait`).
+    fn poll(&self, wait: bool) -> Result<()> {
+        let mut q = if wait {
+            self.pending.lock()
+        } else {
+            match self.pending.try_lock() {
+                Some(q) => q,
+                None => return Ok(()),
+            }
+        };
+        let mut released = Vec::new();
+        let mut first_err = None;
+        while let Some(front) = q.queue.front() {
+            let mut done = true;
+            for &e in &front.events {
+                let ok = if wait {
+                    self.backend.wait_event(e).map(|_| true)
+                } else {
+                    self.backend.event_done(e)
+                };
+                match ok {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        done = false;
+                        break;
+                    }
+                    Err(err) => {
+                        // A broken event must not strand the block forever: treat it
+                        // as done only when waiting, and report the error.
+                        first_err.get_or_insert(Error::from(err));
+                        done = wait;
+                        break;
+                    }
+                }
+            }
+            if !done {
+                break;
+            }
+            let p = q.queue.pop_front().expect("front exists");
+            q.ptrs.remove(&p.block.ptr.0);
+            released.push(p);
+        }
+        self.pending_count.store(q.queue.len(), Ordering::Release);
+        drop(q);
+        for p in released {
+            self.events.lock().extend(p.events);
+            if let Some(pool) = self.pool(p.block.stream) {
+                if let Err(e) = pool.deallocate(&p.block) {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn synchronize_streams(&self) -> Result<()> {
+        for (s, _) in self.pools() {
+            self.backend.synchronize(s)?;
+        }
+        Ok(())
+    }
+
+    fn trim_all(&self) -> Result<usize> {
+        let mut total = 0;
+        for (_, p) in self.pools() {
+            total += p.trim()?;
+        }
+        Ok(total)
+    }
+
+    fn oom(&self, req: &Request) -> Error {
+        let stats = self.stats();
+        let (free, total) = self.backend.mem_info().unwrap_or((0, 0));
+        let mut note = String::new();
+        if let Some((s, p)) = self.pools().max_by_key(|(_, p)| p.stats().cached_bytes()) {
+            let d = p.describe_cache();
+            note = format!(
+                "most unused memory: {} cached in the pool of stream {s}{}{d}",
+                crate::human_bytes(p.stats().cached_bytes()),
+                if d.is_empty() { "" } else { ": " }
+            );
+        }
+        Error::OutOfMemory(Box::new(OomInfo {
+            requested: req.size,
+            live: stats.live_bytes.current,
+            cached: stats.cached_bytes(),
+            reserved: stats.reserved_bytes.current,
+            backend_free: free,
+            backend_total: total,
+            note: format!("allocator {}; {note}", self.name),
+        }))
+    }
+
+    fn check_device(&self, block: &Block) -> Result<()> {
+        let dev = self.backend.device();
+        if block.device != dev {
+            return Err(Error::WrongDevice {
+                ptr: block.ptr,
+                block_device: block.device,
+                allocator_device: dev,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl<P: Pool> Allocator for StreamOrdered<P> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    #[inline]
+    fn allocate(&self, req: Request) -> Result<Block> {
+        let pool = self.pool_or_create(req.stream)?;
+        if self.pending_count.load(Ordering::Relaxed) > 0 {
+            // Errors of a broken event are reported by trim; allocation goes on.
+            let _ = self.poll(false);
+        }
+        match pool.allocate(&req) {
+            Ok(b) => Ok(b),
+            Err(e) if e.is_oom() => {
+                // Give everything cached back and try once more.
+                let _ = self.poll(true);
+                let _ = self.synchronize_streams();
+                let _ = self.trim_all();
+                pool.allocate(&req).map_err(|e| {
+                    self.failures.fetch_add(1, Ordering::Relaxed);
+                    if e.is_oom() {
+                        self.oom(&req)
+                    } else {
+                        e
+                    }
+                })
+            }
+            Err(e) => {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                Err(e)
+            }
+        }
+    }
+
+    #[inline]
+    fn deallocate(&self, block: Block, stream: StreamId) -> Result<()> {
+        self.check_device(&block)?;
+        let pool = self
+            .pool(block.stream)
+            .ok_or(Error::NotOwned { ptr: block.ptr })?;
+        if self.pending_count.load(Ordering::Acquire) > 0
+            && self.pending.lock().ptrs.contains(&block.ptr.0)
+        {
+            return Err(Error::DoubleFree { ptr: block.ptr });
+        }
+        let mut waits: Vec<StreamId> = Vec::new();
+        if self.recorded_count.load(Ordering::Acquire) > 0 {
+            if let Some(v) = self.recorded.lock().remove(&block.ptr.0) {
+                self.recorded_count.fetch_sub(1, Ordering::AcqRel);
+                waits = v;
+            }
+        }
+        if stream != block.stream && !waits.contains(&stream) {
+            waits.push(stream);
+        }
+        waits.retain(|s| *s != block.stream);
+        if waits.is_empty() {
+            return pool.deallocate(&block);
+        }
+        pool.check(&block)?;
+        let mut events = Vec::with_capacity(waits.len());
+        for s in waits {
+            let e = self.take_event()?;
+            if let Err(err) = self.backend.record_event(e, s) {
+                self.events.lock().push(e);
+                self.events.lock().extend(events);
+                return Err(err.into());
+            }
+            events.push(e);
+        }
+        let mut q = self.pending.lock();
+        q.ptrs.insert(block.ptr.0);
+        q.queue.push_back(Pending { block, events });
+        self.pending_count.store(q.queue.len(), Ordering::Release);
+        drop(q);
+        // The other streams may be done already (an idle device): release at once.
+        let _ = self.poll(false);
+        Ok(())
+    }
+
+    fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
+        self.check_device(block)?;
+        let pool = self
+            .pool(block.stream)
+            .ok_or(Error::NotOwned { ptr: block.ptr })?;
+        pool.check(block)?;
+        if stream == block.stream {
+            return Ok(());
+        }
+        let mut r = self.recorded.lock();
+        let v = r.entry(block.ptr.0).or_insert_with(|| {
+            self.recorded_count.fetch_add(1, Ordering::AcqRel);
+            Vec::new()
+        });
+        if !v.contains(&stream) {
+            v.push(stream);
+        }
+        Ok(())
+    }
+
+    fn stats(&self) -> Stats {
+        let mut s = Stats::default();
+        for (_, p) in self.pools() {
+            s.merge(&p.stats());
+        }
+        s.failures = self.failures.load(Ordering::Relaxed);
+        s
+    }
+
+    fn trim(&self) -> Result<usize> {
+        self.poll(false)?;
+        self.synchronize_streams()?;
+        self.trim_all()
+    }
+}
+
+impl<P: Pool> Drop for StreamOrdered<P> {
+    fn drop(&mut self) {
+        let _ = self.poll(true);
+        for e in self.events.get_mut().drain(..) {
+            let _ = self.backend.destroy_event(e);
+        }
+    }
+}

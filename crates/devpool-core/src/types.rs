@@ -1,0 +1,200 @@
+//! Plain value types shared by every crate: pointers, ids, requests and blocks.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The alignment every allocator guarantees when a request asks for less (256 bytes,
+/// as `cudaMalloc` guarantees).
+pub const MIN_ALIGN: usize = 256;
+
+/// A device address. Never dereferenced on the host: it is only a number to the
+/// allocators, which keep all of their metadata in host memory.
+///
+/// ```
+/// use devpool_core::DevicePtr;
+/// let p = DevicePtr(0x7f00_0000_0000);
+/// assert_eq!(p.offset(256).0, 0x7f00_0000_0100);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+pub struct DevicePtr(pub u64);
+
+impl DevicePtr {
+    /// The null device pointer.
+    pub const NULL: DevicePtr = DevicePtr(0);
+
+    /// The address `bytes` past this one.
+    #[inline]
+    pub fn offset(self, bytes: usize) -> DevicePtr {
+        DevicePtr(self.0 + bytes as u64)
+    }
+
+    /// Whether this is the null pointer.
+    #[inline]
+    pub fn is_null(self) -> bool {
+        self.0 == 0
+    }
+
+    /// Whether the address is a multiple of `align` (a power of two).
+    #[inline]
+    pub fn is_aligned(self, align: usize) -> bool {
+        self.0 & (align as u64 - 1) == 0
+    }
+}
+
+impl fmt::Debug for DevicePtr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+impl fmt::Display for DevicePtr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+/// An opaque stream handle. On CUDA it is the `CUstream` value; `StreamId::DEFAULT`
+/// (zero) is the legacy default stream.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+pub struct StreamId(pub u64);
+
+impl StreamId {
+    /// The default stream.
+    pub const DEFAULT: StreamId = StreamId(0);
+}
+
+impl fmt::Debug for StreamId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "stream {:#x}", self.0)
+    }
+}
+
+impl fmt::Display for StreamId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+/// A device ordinal.
+#[derive(
+    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Debug, Serialize, Deserialize,
+)]
+pub struct DeviceId(pub u32);
+
+impl fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "device {}", self.0)
+    }
+}
+
+/// An opaque event handle issued by a [`Backend`](crate::Backend).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub struct EventId(pub u64);
+
+/// What a caller asks for: a size, an alignment and the stream that will use it.
+///
+/// ```
+/// use devpool_core::{Request, StreamId};
+/// let r = Request::new(1000).with_align(4096).on_stream(StreamId(7));
+/// assert_eq!((r.size, r.align, r.stream), (1000, 4096, StreamId(7)));
+/// assert_eq!(Request::new(1).align, 256);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Request {
+    /// Bytes requested. Zero is valid: it is served as a one-byte request, so the block
+    /// has a real, distinct, aligned address and is freed like any other.
+    pub size: usize,
+    /// Alignment in bytes: a power of two. Values below [`MIN_ALIGN`] are raised to it.
+    pub align: usize,
+    /// The stream that will use the block.
+    pub stream: StreamId,
+}
+
+impl Request {
+    /// A request for `size` bytes at the default alignment on the default stream.
+    #[inline]
+    pub fn new(size: usize) -> Self {
+        Request {
+            size,
+            align: MIN_ALIGN,
+            stream: StreamId::DEFAULT,
+        }
+    }
+
+    /// The same request with another alignment.
+    #[inline]
+    pub fn with_align(mut self, align: usize) -> Self {
+        self.align = align;
+        self
+    }
+
+    /// The same request on another stream.
+    #[inline]
+    pub fn on_stream(mut self, stream: StreamId) -> Self {
+        self.stream = stream;
+        self
+    }
+
+    /// The size actually served: at least one byte.
+    #[inline]
+    pub fn effective_size(&self) -> usize {
+        self.size.max(1)
+    }
+
+    /// The alignment actually served (at least [`MIN_ALIGN`]), or an error when it is
+    /// not a power of two.
+    #[inline]
+    pub fn effective_align(&self) -> crate::Result<usize> {
+        if !self.align.is_power_of_two() {
+            return Err(crate::Error::InvalidAlignment { align: self.align });
+        }
+        Ok(self.align.max(MIN_ALIGN))
+    }
+}
+
+/// A block handed out by an allocator. It is `Copy` so that callers can keep it in
+/// their own tables; the allocator checks it when it comes back.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct Block {
+    /// Device address of the first byte.
+    pub ptr: DevicePtr,
+    /// Bytes granted (at least the request's size; the rest is rounding).
+    pub size: usize,
+    /// Bytes the caller asked for.
+    pub requested: usize,
+    /// Stream the block was allocated on.
+    pub stream: StreamId,
+    /// Device the memory lives on.
+    pub device: DeviceId,
+    /// The owner's token: whatever it needs to check and free the block in O(1)
+    /// (a slab index and slot, a buddy order, a route). Opaque to callers.
+    pub handle: u64,
+}
+
+/// Round `x` up to a multiple of `align` (a power of two), or `None` on overflow.
+///
+/// ```
+/// assert_eq!(devpool_core::align_up(1000, 256), Some(1024));
+/// assert_eq!(devpool_core::align_up(usize::MAX, 256), None);
+/// ```
+#[inline]
+pub fn align_up(x: usize, align: usize) -> Option<usize> {
+    debug_assert!(align.is_power_of_two());
+    x.checked_add(align - 1).map(|v| v & !(align - 1))
+}
+
+/// Format a byte count for people: `1.50 GiB`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
