@@ -135,6 +135,14 @@ pub enum Error {
     /// A limit set by the user was hit.
     #[error("limit exceeded: {0}")]
     Limit(String),
+    /// A debug check found memory written where it must not be (guard bytes).
+    #[error("memory corruption at {ptr}: {detail}")]
+    Corrupted {
+        /// The block.
+        ptr: DevicePtr,
+        /// What was found.
+        detail: String,
+    },
     /// The backend failed.
     #[error(transparent)]
     Backend(#[from] BackendError),
