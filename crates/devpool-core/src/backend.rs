@@ -112,6 +112,26 @@ pub trait Backend: Send + Sync {
     fn counters(&self) -> BackendCounters;
 }
 
+/// Anything that can be turned into a shared `dyn Backend`: an `Arc` of a concrete
+/// backend, or an `Arc<dyn Backend>` already. Constructors take `impl IntoBackend` so
+/// both work.
+pub trait IntoBackend {
+    /// The shared backend.
+    fn into_backend(self) -> std::sync::Arc<dyn Backend>;
+}
+
+impl<B: Backend + 'static> IntoBackend for std::sync::Arc<B> {
+    fn into_backend(self) -> std::sync::Arc<dyn Backend> {
+        self
+    }
+}
+
+impl IntoBackend for std::sync::Arc<dyn Backend> {
+    fn into_backend(self) -> std::sync::Arc<dyn Backend> {
+        self
+    }
+}
+
 /// What a backend has done: calls made and device bytes held.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct BackendCounters {

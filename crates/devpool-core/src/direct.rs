@@ -40,8 +40,8 @@ impl DirectPool {
 /// a.free(b).unwrap();
 /// assert_eq!(a.stats().reserved_bytes.current, 0);
 /// ```
-pub fn direct(backend: Arc<impl Backend + 'static>) -> StreamOrdered<DirectPool> {
-    let backend: Arc<dyn Backend> = backend;
+pub fn direct(backend: impl crate::IntoBackend) -> StreamOrdered<DirectPool> {
+    let backend = backend.into_backend();
     let b = backend.clone();
     StreamOrdered::new("direct", backend, move |_| DirectPool::new(b.clone()))
 }

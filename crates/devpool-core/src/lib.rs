@@ -36,7 +36,7 @@ mod types;
 pub mod testing;
 
 pub use allocator::{Allocator, Pool};
-pub use backend::{Backend, BackendCounterCell, BackendCounters, BackendResult};
+pub use backend::{Backend, BackendCounterCell, BackendCounters, BackendResult, IntoBackend};
 pub use buffer::{DeviceBuffer, DeviceCopy};
 pub use direct::{direct, DirectPool};
 pub use error::{BackendError, Error, OomInfo, Result};
