@@ -29,6 +29,7 @@ mod direct;
 mod error;
 mod mock;
 mod ordered;
+mod rng;
 mod stats;
 mod types;
 
@@ -42,6 +43,7 @@ pub use direct::{direct, DirectPool};
 pub use error::{BackendError, Error, OomInfo, Result};
 pub use mock::{EventPolicy, FaultOn, MockBackend, MockConfig, GIB};
 pub use ordered::{StreamOrdered, DEFAULT_MAX_STREAMS};
+pub use rng::Rng;
 pub use stats::{AtomicGauge, Counters, Gauge, Stats};
 pub use types::{
     align_up, human_bytes, Block, DeviceId, DevicePtr, EventId, Request, StreamId, MIN_ALIGN,
