@@ -72,6 +72,12 @@ pub trait Backend: Send + Sync {
     fn destroy_stream(&self, stream: StreamId) -> BackendResult<()>;
     /// Block the host until all work queued on `stream` is done.
     fn synchronize(&self, stream: StreamId) -> BackendResult<()>;
+    /// Block the host until all work queued on the device is done (`cuCtxSynchronize`).
+    /// Backends that cannot say so return `Unsupported`, and callers synchronize the
+    /// streams they know instead.
+    fn synchronize_device(&self) -> BackendResult<()> {
+        Err(BackendError::Unsupported("device synchronization"))
+    }
 
     /// Create an event.
     fn create_event(&self) -> BackendResult<EventId>;

@@ -583,6 +583,11 @@ impl Backend for MockBackend {
         Ok(())
     }
 
+    fn synchronize_device(&self) -> BackendResult<()> {
+        self.complete_all();
+        Ok(())
+    }
+
     fn create_event(&self) -> BackendResult<EventId> {
         BackendCounterCell::bump(&self.counters.events_created);
         let mut s = self.state.lock();

@@ -260,6 +260,11 @@ impl<P: Pool> StreamOrdered<P> {
     }
 
     fn synchronize_streams(&self) -> Result<()> {
+        match self.backend.synchronize_device() {
+            Ok(()) => return Ok(()),
+            Err(crate::BackendError::Unsupported(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
         for (s, _) in self.pools() {
             self.backend.synchronize(s)?;
         }
