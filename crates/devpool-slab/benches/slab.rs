@@ -1,0 +1,2 @@
+//! Slab allocator benchmarks.
+fn main() {}

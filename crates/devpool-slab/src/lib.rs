@@ -1,0 +1,101 @@
+//! # devpool-slab
+//!
+//! The strategy for many small blocks: size classes, slabs with slot bitmaps, and
+//! per-thread caches, so the common allocation and free touch no shared lock.
+//!
+//! - [`slab`]: the slab allocator (name "slab"), classes from a [`SlabConfig`]; by
+//!   default 4 classes per power of two from 256 B to 1 MiB.
+//! - [`fixed`]: the fixed-size pool (name "fixed"), one class of one block size.
+//! - [`SlabPool`]: the single-stream pool behind both, with per-class statistics
+//!   ([`SlabPool::class_stats`]) and its host metadata size
+//!   ([`SlabPool::host_metadata_bytes`]).
+//!
+//! Requests larger than the largest class fail with
+//! [`Error::TooLarge`](devpool_core::Error::TooLarge), so a router can send them to
+//! another strategy.
+//!
+//! ```
+//! use devpool_core::{Allocator, MockBackend, Request};
+//! use devpool_slab::{slab, SlabConfig};
+//! let alloc = slab(MockBackend::shared(), SlabConfig::default());
+//! let b = alloc.alloc(3000).unwrap();
+//! assert_eq!(b.size, 3072); // the 3 KiB class
+//! let a = alloc.allocate(Request::new(3000).with_align(4096)).unwrap();
+//! assert!(a.ptr.is_aligned(4096)); // a class whose slots are 4 KiB aligned
+//! assert!(alloc.alloc(2 << 20).is_err()); // above the largest class
+//! alloc.free(a).unwrap();
+//! alloc.free(b).unwrap();
+//! ```
+//!
+//! ## Host metadata
+//!
+//! Each slab costs a fixed record (about 120 B) plus one bit per slot and one bit
+//! per 64 slots, and 8 B in the slab table. With 2 MiB slabs that is under 1 B per
+//! block for classes up to 8 KiB and under 20 B per block for the 1 MiB class (8
+//! slots per slab); [`SlabPool::host_metadata_bytes`] gives the exact figure.
+#![warn(missing_docs)]
+
+mod bitmap;
+mod classes;
+mod config;
+mod depot;
+mod heap;
+mod lock;
+mod pool;
+mod slab;
+mod stats;
+mod table;
+mod thread;
+
+pub use config::{SlabConfig, MAX_CLASS_BYTES, MAX_SLAB_BYTES};
+pub use pool::{SlabPool, THREAD_CACHES};
+pub use stats::ClassStats;
+
+use devpool_core::{Backend, StreamOrdered};
+use std::sync::Arc;
+
+/// The smallest slot, and the alignment of every slot.
+pub const MIN_SLOT: usize = devpool_core::MIN_ALIGN;
+
+fn build(
+    name: &str,
+    backend: Arc<dyn Backend>,
+    cfg: SlabConfig,
+) -> StreamOrdered<SlabPool> {
+    let classes = Arc::new(classes::Classes::new(&cfg, backend.granularity()));
+    let b = backend.clone();
+    StreamOrdered::new(name, backend, move |_| {
+        SlabPool::with_classes(b.clone(), classes.clone())
+    })
+}
+
+/// The slab allocator over `backend`: one [`SlabPool`] per stream, classes from `cfg`.
+///
+/// ```
+/// use devpool_core::{Allocator, MockBackend};
+/// use devpool_slab::{slab, SlabConfig};
+/// let alloc = slab(MockBackend::shared(), SlabConfig::geometric(8, 16 << 20));
+/// let b = alloc.alloc(9 << 20).unwrap();
+/// assert!(b.size >= 9 << 20 && b.size <= (9 << 20) + (9 << 20) / 8);
+/// alloc.free(b).unwrap();
+/// assert_eq!(alloc.name(), "slab");
+/// ```
+pub fn slab(backend: Arc<impl Backend + 'static>, cfg: SlabConfig) -> StreamOrdered<SlabPool> {
+    build("slab", backend, cfg)
+}
+
+/// The fixed-size pool over `backend`: every request up to `block_size` bytes gets
+/// one block of `block_size` (rounded up to 256 B); larger ones are refused.
+///
+/// ```
+/// use devpool_core::{Allocator, MockBackend};
+/// let alloc = devpool_slab::fixed(MockBackend::shared(), 4096);
+/// let b = alloc.alloc(100).unwrap();
+/// assert_eq!(b.size, 4096);
+/// assert!(alloc.alloc(4097).is_err());
+/// alloc.free(b).unwrap();
+/// assert_eq!(alloc.name(), "fixed");
+/// ```
+pub fn fixed(backend: Arc<impl Backend + 'static>, block_size: usize) -> StreamOrdered<SlabPool> {
+    build("fixed", backend, SlabConfig::fixed(block_size))
+}

@@ -1,0 +1,89 @@
+//! One slab: a backend region cut into equal slots of one class, with its bitmap.
+
+use crate::bitmap::SlotBitmap;
+use crate::classes::ClassInfo;
+use devpool_core::DevicePtr;
+
+/// No slab (the end of a list).
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// A slab and its place in its owner's list of slabs with free slots.
+#[derive(Debug)]
+pub(crate) struct Slab {
+    /// The backend region.
+    pub region: DevicePtr,
+    /// Bytes of the region.
+    pub region_bytes: usize,
+    /// Address of slot 0 (the region's start, raised to the class alignment).
+    pub start: u64,
+    /// Slab number in the table.
+    pub idx: u32,
+    /// Generation of the slab number.
+    pub gen: u16,
+    /// Class index.
+    pub class: u32,
+    /// Slot bytes.
+    pub size: usize,
+    /// Slots in the slab.
+    pub slots: u32,
+    /// Free slots.
+    pub free: u32,
+    /// Neighbours in the owner's list (local indices).
+    pub prev: u32,
+    pub next: u32,
+    /// Whether the slab is in the owner's list.
+    pub linked: bool,
+    pub bits: SlotBitmap,
+}
+
+impl Slab {
+    /// A slab over `region` for `class`, all slots free. `None` when the region is
+    /// too misaligned to hold a single slot.
+    pub fn new(
+        region: DevicePtr,
+        region_bytes: usize,
+        idx: u32,
+        gen: u16,
+        class: usize,
+        info: &ClassInfo,
+    ) -> Option<Slab> {
+        let start = devpool_core::align_up(region.0 as usize, info.align)? as u64;
+        let usable = region_bytes.checked_sub((start - region.0) as usize)?;
+        let slots = (usable / info.size).min(1 << crate::table::SLOT_BITS);
+        if slots == 0 {
+            return None;
+        }
+        Some(Slab {
+            region,
+            region_bytes,
+            start,
+            idx,
+            gen,
+            class: class as u32,
+            size: info.size,
+            slots: slots as u32,
+            free: slots as u32,
+            prev: NIL,
+            next: NIL,
+            linked: false,
+            bits: SlotBitmap::all_free(slots),
+        })
+    }
+
+    /// Whether no slot is in use.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.free == self.slots
+    }
+
+    /// The address of `slot`.
+    #[inline]
+    pub fn slot_ptr(&self, slot: usize) -> u64 {
+        self.start + (slot * self.size) as u64
+    }
+
+    /// Host bytes this slab's metadata takes.
+    pub fn metadata_bytes(&self) -> usize {
+        std::mem::size_of::<Slab>() + self.bits.heap_bytes()
+    }
+}
