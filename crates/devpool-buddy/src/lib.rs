@@ -1,0 +1,78 @@
+//! # devpool-buddy
+//!
+//! A buddy allocator for large device blocks.
+//!
+//! Blocks are powers of two, from [`BuddyConfig::min_block`] up to
+//! `2^`[`BuddyConfig::max_order`]. Each order has a free list; an allocation splits the
+//! smallest free block that fits, and a free merges the block with its buddy for as
+//! long as the buddy is free too. A node per block, made in pairs, lets each step find
+//! the buddy and the parent in O(1), so every operation is O(orders). The last few
+//! blocks freed per order are kept unmerged ([`BuddyConfig::quick_depth`]) so that
+//! work which frees and allocates the same sizes costs neither splits nor merges.
+//!
+//! Two modes ([`BuddyMode`]):
+//!
+//! - **Region**: each arena is one contiguous backend region. Rounding up to a power
+//!   of two costs device memory.
+//! - **Virtual**: each arena is a large reserved address range, and only the bytes a
+//!   block needs are backed by mapped pages (its size rounded up to a page; blocks
+//!   smaller than a page share pages). Rounding then costs address space, not memory.
+//!   Freed pages stay mapped for the next block, new blocks go where pages are mapped,
+//!   and unused pages are unmapped by [`UnmapPolicy`].
+//!
+//! When no free block fits, a new arena is taken from the backend, at least as large
+//! as the request rounded up to a power of two; `trim` gives back arenas that are
+//! wholly free. All metadata lives on the host.
+//!
+//! [`buddy`] builds the [`Allocator`](devpool_core::Allocator): one [`BuddyPool`] per
+//! stream, with stream-ordered reuse.
+//!
+//! ```
+//! use devpool_buddy::{buddy, BuddyConfig};
+//! use devpool_core::{Allocator, Backend, MockBackend};
+//! let mock = MockBackend::shared();
+//! let alloc = buddy(mock.clone(), BuddyConfig::default());
+//! assert_eq!(alloc.name(), "buddy-virtual");
+//! let b = alloc.alloc(100 << 20).unwrap();
+//! assert_eq!(b.size, 100 << 20, "backed to the page, not to 128 MiB");
+//! alloc.free(b).unwrap();
+//! alloc.trim().unwrap();
+//! assert_eq!(mock.counters().bytes_in_use.current, 0);
+//! ```
+#![warn(missing_docs)]
+
+mod arena;
+mod config;
+mod pages;
+mod place;
+mod pool;
+mod stats;
+mod tree;
+mod vmem;
+
+pub use config::{BuddyConfig, BuddyMode, UnmapPolicy};
+pub use pool::BuddyPool;
+pub use stats::{ArenaStats, BuddyStats, OrderStats};
+
+use devpool_core::{IntoBackend, StreamOrdered};
+
+/// The buddy allocator over `backend`: one [`BuddyPool`] per stream. Its name is
+/// `"buddy-region"` or `"buddy-virtual"`, by the mode in use.
+///
+/// ```
+/// use devpool_buddy::{buddy, BuddyConfig};
+/// use devpool_core::{Allocator, MockBackend, MockConfig};
+/// let mock = MockBackend::shared_with(MockConfig::default().without_virtual());
+/// let alloc = buddy(mock, BuddyConfig::default());
+/// assert_eq!(alloc.name(), "buddy-region");
+/// let b = alloc.alloc(3000).unwrap();
+/// assert_eq!(b.size, 4096);
+/// alloc.free(b).unwrap();
+/// ```
+pub fn buddy(backend: impl IntoBackend, cfg: BuddyConfig) -> StreamOrdered<BuddyPool> {
+    let backend = backend.into_backend();
+    let virt = config::Resolved::new(&cfg, backend.supports_virtual(), backend.granularity()).virt;
+    let name = if virt { "buddy-virtual" } else { "buddy-region" };
+    let b = backend.clone();
+    StreamOrdered::new(name, backend, move |_| BuddyPool::new(b.clone(), cfg))
+}

@@ -1,0 +1,364 @@
+//! [`BuddyPool`]: the single-stream pool, and its allocate, free, trim and drop.
+
+use crate::arena::{Arena, Inner};
+use crate::config::{ceil_log2, BuddyConfig, BuddyMode, Resolved};
+use crate::pages::Pages;
+use crate::tree::{State, GEN_MASK};
+use devpool_core::{
+    Backend, BackendError, Block, Counters, DeviceId, DevicePtr, Error, Pool, Request, Result,
+    Stats,
+};
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+/// A buddy pool for one stream: power-of-two blocks from a minimum to a maximum order,
+/// a free list per order, split on allocate, merged with the buddy on free.
+///
+/// Arenas come from the backend as regions ([`BuddyMode::Region`]) or as reserved
+/// virtual ranges backed page by page ([`BuddyMode::Virtual`]; see
+/// [`UnmapPolicy`](crate::UnmapPolicy) for when pages are given back). All metadata
+/// lives on the host.
+///
+/// Use it through [`buddy`](crate::buddy), which gives each stream its own pool.
+///
+/// ```
+/// use devpool_buddy::{BuddyConfig, BuddyPool};
+/// use devpool_core::{MockBackend, Pool, Request};
+/// let pool = BuddyPool::new(MockBackend::shared(), BuddyConfig::virtual_ranges());
+/// let b = pool.allocate(&Request::new(3 << 20)).unwrap();
+/// assert_eq!(b.size, 4 << 20, "two pages back 3 MiB");
+/// assert_eq!(pool.detail().mapped_pages, 2);
+/// pool.deallocate(&b).unwrap();
+/// assert_eq!(pool.detail().unused_mapped_pages, 2, "kept mapped for the next block");
+/// ```
+pub struct BuddyPool {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) r: Resolved,
+    pub(crate) page: usize,
+    pub(crate) device: DeviceId,
+    pub(crate) inner: Mutex<Inner>,
+    pub(crate) counters: Counters,
+}
+
+/// The handle of a block: its node and the node's generation.
+#[inline]
+fn encode(node: u32, gen: u32) -> u64 {
+    (u64::from(gen) << 32) | u64::from(node)
+}
+
+#[inline]
+fn decode(handle: u64) -> (u32, u32) {
+    (handle as u32, (handle >> 32) as u32 & GEN_MASK)
+}
+
+impl BuddyPool {
+    /// A pool over `backend` with settings `cfg` (`Auto` is resolved here).
+    pub fn new(backend: Arc<dyn Backend>, cfg: BuddyConfig) -> BuddyPool {
+        let page = backend.granularity();
+        let r = Resolved::new(&cfg, backend.supports_virtual(), page);
+        BuddyPool {
+            device: backend.device(),
+            page: 1 << r.page_order,
+            inner: Mutex::new(Inner::new(r.quick_depth)),
+            counters: Counters::default(),
+            backend,
+            r,
+        }
+    }
+
+    /// The mode in use: [`BuddyMode::Region`] or [`BuddyMode::Virtual`].
+    pub fn mode(&self) -> BuddyMode {
+        self.r.mode()
+    }
+
+    /// The order serving `size` bytes at `align`.
+    fn order_for(&self, req: &Request) -> Result<u32> {
+        let align = req.effective_align()?;
+        let size = req.effective_size();
+        let max = 1usize << self.r.max_order;
+        if align > max || (!self.r.virt && align > self.page) {
+            return Err(Error::InvalidAlignment { align: req.align });
+        }
+        if size > max {
+            return Err(Error::TooLarge {
+                size: req.size,
+                max,
+            });
+        }
+        Ok(ceil_log2(size)
+            .max(align.trailing_zeros())
+            .max(self.r.min_order))
+    }
+
+    /// Bytes granted to a block of `order` serving `size` bytes: the whole block in a
+    /// region; in a virtual range, the bytes its mapped pages back.
+    #[inline]
+    pub(crate) fn granted(&self, order: u32, size: u64) -> u64 {
+        if self.r.virt && order >= self.r.page_order {
+            size.div_ceil(self.page as u64) * self.page as u64
+        } else {
+            1 << order
+        }
+    }
+
+    /// The live node behind `block`, or the error a free of it gets.
+    fn live_node(&self, g: &Inner, block: &Block) -> Result<u32> {
+        let (i, gen) = decode(block.handle);
+        let Some(n) = g.tree.get(i) else {
+            return Err(Error::NotOwned { ptr: block.ptr });
+        };
+        if n.gen == gen && n.addr == block.ptr.0 {
+            if n.state == State::Live {
+                let size = n.requested.max(1);
+                if self.granted(n.order.into(), size) == block.size as u64 {
+                    return Ok(i);
+                }
+            } else {
+                return Err(Error::DoubleFree { ptr: block.ptr });
+            }
+        } else if n.gen != gen && g.arena_of(block.ptr.0).is_some() {
+            // The node moved on since this block was handed out: it was freed.
+            return Err(Error::DoubleFree { ptr: block.ptr });
+        }
+        Err(Error::NotOwned { ptr: block.ptr })
+    }
+
+    /// Add an arena for a block of `order`; returns its root node, taken.
+    pub(crate) fn grow(&self, g: &mut Inner, order: u32) -> Result<u32> {
+        let order_a = order.max(self.r.arena_order);
+        let (base, order_a, pages) = if self.r.virt {
+            if order > self.r.arena_order {
+                // Never reserve more than the device could back.
+                let (free, total) = self.backend.mem_info()?;
+                if (1u64 << order) / 2 >= total {
+                    return Err(BackendError::OutOfMemory {
+                        requested: 1 << order,
+                        free,
+                        total,
+                    }
+                    .into());
+                }
+            }
+            let size = 1usize << order_a;
+            let base = self.backend.reserve(size, size)?;
+            self.counters.on_backend_call();
+            let pages = Pages::new(size >> self.r.page_order);
+            (base, order_a, Some(pages))
+        } else {
+            let base = match self.backend.alloc_region(1 << order_a) {
+                Ok(p) => (p, order_a),
+                Err(BackendError::OutOfMemory { .. }) if order_a > order => {
+                    (self.backend.alloc_region(1 << order)?, order)
+                }
+                Err(e) => return Err(e.into()),
+            };
+            self.counters.on_reserve(1 << base.1);
+            (base.0, base.1, None)
+        };
+        let idx = g.add_arena(Arena {
+            base: base.0,
+            order: order_a,
+            root: crate::tree::NIL,
+            pages,
+        });
+        let root = g.tree.add_root(base.0, order_a, idx);
+        g.arena_mut(idx).root = root;
+        g.tree.unlink(root);
+        Ok(root)
+    }
+
+    /// Find or make a block of `order` for `size` bytes, backed, taken from the lists.
+    fn place(&self, g: &mut Inner, order: u32, size: u64) -> Result<u32> {
+        let i = match self.find(g, order, size) {
+            Some(i) => i,
+            None => {
+                let again = if g.tree.has_quick() {
+                    g.tree.flush_quick();
+                    self.find(g, order, size)
+                } else {
+                    None
+                };
+                match again {
+                    Some(i) => i,
+                    None => {
+                        let root = self.grow(g, order)?;
+                        self.descend(g, root, order, size)
+                    }
+                }
+            }
+        };
+        if self.r.virt {
+            if let Err(e) = self.back(g, i, size) {
+                g.tree.merge(i);
+                return Err(e);
+            }
+        }
+        Ok(i)
+    }
+
+    /// Give back every wholly free arena; returns the bytes released.
+    fn release_free_arenas(&self, g: &mut Inner) -> Result<usize> {
+        let mut released = 0;
+        let mut first_err = None;
+        for idx in 0..g.arenas.len() {
+            let Some(a) = &g.arenas[idx] else { continue };
+            if g.tree.node(a.root).state != State::Free {
+                continue;
+            }
+            let (base, size, root) = (DevicePtr(a.base), a.size() as usize, a.root);
+            let res = match &a.pages {
+                Some(p) if p.tally().0 > 0 => continue,
+                Some(_) => self
+                    .backend
+                    .unreserve(base, size)
+                    .map(|_| self.counters.on_backend_call()),
+                None => self.backend.free_region(base, size).map(|_| {
+                    self.counters.on_release(size);
+                    released += size;
+                }),
+            };
+            match res {
+                Ok(()) => {
+                    g.tree.remove_root(root);
+                    g.arenas[idx] = None;
+                }
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        while matches!(g.arenas.last(), Some(None)) {
+            g.arenas.pop();
+        }
+        match first_err {
+            Some(e) => Err(e.into()),
+            None => Ok(released),
+        }
+    }
+
+    /// Merge every freed block kept unmerged with its buddies (what `trim` does first).
+    pub fn coalesce(&self) {
+        self.inner.lock().tree.flush_quick();
+    }
+
+    /// Check every internal invariant: the tree, the free lists, the page bitmaps and
+    /// counts, and the byte totals. For tests; returns what is wrong.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        let g = self.inner.lock();
+        let roots: Vec<u32> = g.arenas.iter().flatten().map(|a| a.root).collect();
+        g.tree.validate(&roots)?;
+        if self.r.virt {
+            self.validate_pages(&g)?;
+        }
+        let s = self.counters.snapshot();
+        if s.live_bytes.current != g.live_bytes || s.allocated_bytes.current != g.granted_bytes {
+            return Err(format!(
+                "counters say {} live, {} granted; the pool has {}, {}",
+                s.live_bytes.current, s.allocated_bytes.current, g.live_bytes, g.granted_bytes
+            ));
+        }
+        let held: u64 = if self.r.virt {
+            (g.pages.mapped * self.page) as u64
+        } else {
+            g.arenas.iter().flatten().map(Arena::size).sum()
+        };
+        if s.reserved_bytes.current != held {
+            return Err(format!(
+                "counters say {} reserved; the pool holds {held}",
+                s.reserved_bytes.current
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Pool for BuddyPool {
+    fn allocate(&self, req: &Request) -> Result<Block> {
+        let order = self.order_for(req)?;
+        let size = req.effective_size() as u64;
+        let granted = self.granted(order, size);
+        let mut g = self.inner.lock();
+        let i = self.place(&mut g, order, size)?;
+        let gen = g.tree.make_live(i, req.size as u64);
+        let addr = g.tree.node(i).addr;
+        g.live_bytes += req.size as u64;
+        g.granted_bytes += granted;
+        g.block_bytes += 1 << order;
+        drop(g);
+        self.counters.on_alloc(req.size, granted as usize);
+        Ok(Block {
+            ptr: DevicePtr(addr),
+            size: granted as usize,
+            requested: req.size,
+            stream: req.stream,
+            device: self.device,
+            handle: encode(i, gen),
+        })
+    }
+
+    fn deallocate(&self, block: &Block) -> Result<()> {
+        let mut g = self.inner.lock();
+        let i = self.live_node(&g, block)?;
+        let n = *g.tree.node(i);
+        let granted = self.granted(n.order.into(), n.requested.max(1));
+        if self.r.virt {
+            self.release_pages(&mut g, i, granted);
+        }
+        g.tree.free_live(i);
+        g.live_bytes -= n.requested;
+        g.granted_bytes -= granted;
+        g.block_bytes -= 1 << n.order;
+        if self.r.virt {
+            // The free itself is done; a failed unmap only leaves pages mapped.
+            let _ = self.enforce_limit(&mut g);
+        }
+        drop(g);
+        self.counters.on_free(n.requested as usize, granted as usize);
+        Ok(())
+    }
+
+    fn check(&self, block: &Block) -> Result<()> {
+        self.live_node(&self.inner.lock(), block).map(|_| ())
+    }
+
+    fn stats(&self) -> Stats {
+        self.counters.snapshot()
+    }
+
+    fn trim(&self) -> Result<usize> {
+        let mut g = self.inner.lock();
+        g.tree.flush_quick();
+        let mut released = 0;
+        if self.r.virt {
+            released += self.unmap_unused(&mut g, usize::MAX)? * self.page;
+            g.pages.high_water = g.pages.used;
+        }
+        released += self.release_free_arenas(&mut g)?;
+        Ok(released)
+    }
+
+    fn describe_cache(&self) -> String {
+        self.describe()
+    }
+}
+
+impl Drop for BuddyPool {
+    fn drop(&mut self) {
+        let g = self.inner.get_mut();
+        for a in g.arenas.iter().flatten() {
+            let (base, size) = (DevicePtr(a.base), a.size() as usize);
+            match &a.pages {
+                Some(p) => {
+                    for (s, n) in p.mapped_runs() {
+                        let at = base.offset(s << self.r.page_order);
+                        let _ = self.backend.unmap(at, n << self.r.page_order);
+                    }
+                    let _ = self.backend.unreserve(base, size);
+                }
+                None => {
+                    let _ = self.backend.free_region(base, size);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! [`BuddyStats`]: what a buddy pool holds, order by order, and where its unused memory
+//! sits.
+
+use crate::config::BuddyMode;
+use crate::pool::BuddyPool;
+use crate::tree::{State, ORDERS};
+use devpool_core::{human_bytes, DevicePtr};
+
+/// Blocks of one order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OrderStats {
+    /// Log2 of the block size.
+    pub order: u32,
+    /// Live blocks.
+    pub live: u64,
+    /// Free blocks, merged as far as their buddies allow.
+    pub free: u64,
+    /// Freed blocks kept unmerged for quick reuse.
+    pub quick: u64,
+}
+
+impl OrderStats {
+    /// Bytes per block.
+    pub fn block_size(&self) -> u64 {
+        1 << self.order
+    }
+}
+
+/// One arena.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArenaStats {
+    /// First address.
+    pub base: DevicePtr,
+    /// Log2 of its size: the top order of its blocks.
+    pub order: u32,
+    /// Whether the whole arena is one free block.
+    pub whole_free: bool,
+}
+
+/// A detailed snapshot of a [`BuddyPool`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct BuddyStats {
+    /// [`BuddyMode::Region`] or [`BuddyMode::Virtual`].
+    pub mode: BuddyMode,
+    /// Orders that have any block, smallest first.
+    pub orders: Vec<OrderStats>,
+    /// The arenas.
+    pub arenas: Vec<ArenaStats>,
+    /// Bytes the arenas span (regions, or reserved address space).
+    pub arena_bytes: u64,
+    /// Bytes per mapped page (virtual mode).
+    pub page_size: u64,
+    /// Pages mapped (virtual mode).
+    pub mapped_pages: u64,
+    /// Pages mapped but not touched by any live block (virtual mode).
+    pub unused_mapped_pages: u64,
+    /// The most pages in use at once since the last trim (virtual mode).
+    pub high_water_pages: u64,
+    /// Requested bytes of live blocks.
+    pub live_bytes: u64,
+    /// Granted bytes of live blocks.
+    pub granted_bytes: u64,
+    /// Device bytes lost to rounding: granted minus requested bytes of live blocks.
+    pub rounding_bytes: u64,
+    /// Address space lost to rounding in virtual mode: power-of-two blocks minus
+    /// granted bytes of live blocks (no memory behind it). Zero in region mode.
+    pub address_rounding_bytes: u64,
+}
+
+impl BuddyStats {
+    /// Free blocks of every order, quick ones included.
+    pub fn free_blocks(&self) -> u64 {
+        self.orders.iter().map(|o| o.free + o.quick).sum()
+    }
+
+    /// Bytes in free blocks of every order.
+    pub fn free_bytes(&self) -> u64 {
+        self.orders
+            .iter()
+            .map(|o| (o.free + o.quick) * o.block_size())
+            .sum()
+    }
+}
+
+impl BuddyPool {
+    /// A detailed snapshot: blocks per order, arenas, pages, rounding.
+    ///
+    /// ```
+    /// use devpool_buddy::{BuddyConfig, BuddyPool};
+    /// use devpool_core::{MockBackend, Pool, Request};
+    /// let pool = BuddyPool::new(MockBackend::shared(), BuddyConfig::region());
+    /// let b = pool.allocate(&Request::new(3000)).unwrap();
+    /// let d = pool.detail();
+    /// assert_eq!(d.rounding_bytes, 4096 - 3000);
+    /// assert_eq!(d.orders.iter().find(|o| o.order == 12).unwrap().live, 1);
+    /// pool.deallocate(&b).unwrap();
+    /// ```
+    pub fn detail(&self) -> BuddyStats {
+        let g = self.inner.lock();
+        let orders = (0..ORDERS as u32)
+            .filter_map(|o| {
+                let (free, quick) = g.tree.list_lens(o);
+                let live = g.tree.live_count(o);
+                (free + quick + live > 0).then_some(OrderStats {
+                    order: o,
+                    live,
+                    free,
+                    quick,
+                })
+            })
+            .collect();
+        let arenas: Vec<ArenaStats> = g
+            .arenas
+            .iter()
+            .flatten()
+            .map(|a| ArenaStats {
+                base: DevicePtr(a.base),
+                order: a.order,
+                whole_free: g.tree.node(a.root).state == State::Free,
+            })
+            .collect();
+        let p = g.pages;
+        BuddyStats {
+            mode: self.mode(),
+            orders,
+            arena_bytes: arenas.iter().map(|a| 1u64 << a.order).sum(),
+            arenas,
+            page_size: self.page as u64,
+            mapped_pages: p.mapped as u64,
+            unused_mapped_pages: p.unused as u64,
+            high_water_pages: p.high_water as u64,
+            live_bytes: g.live_bytes,
+            granted_bytes: g.granted_bytes,
+            rounding_bytes: g.granted_bytes - g.live_bytes,
+            address_rounding_bytes: g.block_bytes - g.granted_bytes,
+        }
+    }
+
+    /// One line on where unused memory sits.
+    pub(crate) fn describe(&self) -> String {
+        let d = self.detail();
+        let largest = d
+            .orders
+            .iter()
+            .rev()
+            .find(|o| o.free + o.quick > 0)
+            .map_or(0, |o| o.block_size());
+        let mut s = format!(
+            "buddy-{}: {} arena(s) spanning {}; {} in {} free block(s), the largest {}",
+            if d.mode == BuddyMode::Virtual {
+                "virtual"
+            } else {
+                "region"
+            },
+            d.arenas.len(),
+            human_bytes(d.arena_bytes),
+            human_bytes(d.free_bytes()),
+            d.free_blocks(),
+            human_bytes(largest),
+        );
+        if d.mode == BuddyMode::Virtual {
+            s += &format!(
+                "; {} mapped, {} of it unused",
+                human_bytes(d.mapped_pages * d.page_size),
+                human_bytes(d.unused_mapped_pages * d.page_size)
+            );
+        }
+        s += &format!("; {} lost to rounding", human_bytes(d.rounding_bytes));
+        s
+    }
+}

@@ -1,0 +1,502 @@
+//! The buddy tree, all on the host: a node for every block (split, free or live), a
+//! free list per order, and a short list per order of freed blocks kept unmerged.
+//!
+//! Nodes are made in pairs, so a node's buddy is the other node of its pair (index
+//! `i ^ 1`) and its parent is one link away: finding and merging a buddy is O(1) per
+//! order, and an operation is O(orders). Free lists are doubly linked through the
+//! nodes, so a buddy leaves its list in O(1).
+
+/// No node.
+pub(crate) const NIL: u32 = u32::MAX;
+/// Orders are below this.
+pub(crate) const ORDERS: usize = 64;
+/// Generations wrap within the bits a handle has for them.
+pub(crate) const GEN_MASK: u32 = (1 << 30) - 1;
+
+/// What a node is now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum State {
+    /// Not a block (a spare node, or the unused half of a root's pair).
+    Vacant,
+    /// A free block in its order's free list.
+    Free,
+    /// A freed block kept unmerged in its order's quick list.
+    Quick,
+    /// A block handed out.
+    Live,
+    /// A block split into the two children at `child` and `child + 1`.
+    Split,
+    /// A free block taken out of every list, about to be split or handed out.
+    Taken,
+}
+
+/// One block.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Node {
+    /// Device address of the first byte.
+    pub addr: u64,
+    /// Bytes the caller asked for (live blocks).
+    pub requested: u64,
+    /// The parent, or [`NIL`] for an arena's root.
+    pub parent: u32,
+    /// The left child of a split block.
+    pub child: u32,
+    prev: u32,
+    next: u32,
+    /// Bumped each time the block is handed out and each time the node is recycled,
+    /// so a stale handle does not match.
+    pub gen: u32,
+    /// Index of the arena the block lies in.
+    pub arena: u32,
+    /// Log2 of the block's size.
+    pub order: u8,
+    /// What the node is now.
+    pub state: State,
+}
+
+impl Node {
+    const VACANT: Node = Node {
+        addr: 0,
+        requested: 0,
+        parent: NIL,
+        child: NIL,
+        prev: NIL,
+        next: NIL,
+        gen: 0,
+        arena: 0,
+        order: 0,
+        state: State::Vacant,
+    };
+}
+
+#[derive(Clone, Copy)]
+struct List {
+    head: u32,
+    len: u32,
+}
+
+const EMPTY: List = List { head: NIL, len: 0 };
+
+/// The buddy tree of every arena of one pool.
+pub(crate) struct Tree {
+    nodes: Vec<Node>,
+    spare: Vec<u32>,
+    free: [List; ORDERS],
+    quick: [List; ORDERS],
+    free_mask: u64,
+    quick_mask: u64,
+    live: [u64; ORDERS],
+    quick_depth: u32,
+}
+
+impl Tree {
+    /// An empty tree that keeps up to `quick_depth` freed blocks per order unmerged.
+    pub fn new(quick_depth: u32) -> Self {
+        Tree {
+            nodes: Vec::new(),
+            spare: Vec::new(),
+            free: [EMPTY; ORDERS],
+            quick: [EMPTY; ORDERS],
+            free_mask: 0,
+            quick_mask: 0,
+            live: [0; ORDERS],
+            quick_depth,
+        }
+    }
+
+    /// The node at `i`, if there is one.
+    #[inline]
+    pub fn get(&self, i: u32) -> Option<&Node> {
+        self.nodes.get(i as usize)
+    }
+
+    #[inline]
+    pub fn node(&self, i: u32) -> &Node {
+        &self.nodes[i as usize]
+    }
+
+    #[inline]
+    fn node_mut(&mut self, i: u32) -> &mut Node {
+        &mut self.nodes[i as usize]
+    }
+
+    /// Orders at or above `order` whose free list is not empty, as a bit mask.
+    #[inline]
+    pub fn free_orders_from(&self, order: u32) -> u64 {
+        self.free_mask & (u64::MAX << order)
+    }
+
+    /// Whether any block waits in a quick list.
+    #[inline]
+    pub fn has_quick(&self) -> bool {
+        self.quick_mask != 0
+    }
+
+    /// The first block of `order`'s free list, or [`NIL`].
+    #[inline]
+    pub fn free_head(&self, order: u32) -> u32 {
+        self.free[order as usize].head
+    }
+
+    /// The block after `i` in its list, or [`NIL`].
+    #[inline]
+    pub fn next_in_list(&self, i: u32) -> u32 {
+        self.node(i).next
+    }
+
+    /// The first block of `order`'s quick list, or [`NIL`].
+    #[inline]
+    pub fn quick_head(&self, order: u32) -> u32 {
+        self.quick[order as usize].head
+    }
+
+    /// Free and quick blocks of `order`.
+    pub fn list_lens(&self, order: u32) -> (u64, u64) {
+        (
+            self.free[order as usize].len as u64,
+            self.quick[order as usize].len as u64,
+        )
+    }
+
+    /// Live blocks of `order`.
+    pub fn live_count(&self, order: u32) -> u64 {
+        self.live[order as usize]
+    }
+
+    /// A fresh pair of vacant nodes; returns the first.
+    fn new_pair(&mut self) -> u32 {
+        if let Some(p) = self.spare.pop() {
+            return p;
+        }
+        let i = self.nodes.len() as u32;
+        self.nodes.push(Node::VACANT);
+        self.nodes.push(Node::VACANT);
+        i
+    }
+
+    /// Give a pair back; its generations move on so stale handles do not match.
+    fn drop_pair(&mut self, first: u32) {
+        for i in [first, first + 1] {
+            let n = self.node_mut(i);
+            let gen = (n.gen + 1) & GEN_MASK;
+            *n = Node { gen, ..Node::VACANT };
+        }
+        self.spare.push(first);
+    }
+
+    fn link(&mut self, i: u32, quick: bool) {
+        let order = self.node(i).order as usize;
+        let list = if quick {
+            &mut self.quick[order]
+        } else {
+            &mut self.free[order]
+        };
+        let head = list.head;
+        list.head = i;
+        list.len += 1;
+        if quick {
+            self.quick_mask |= 1 << order;
+        } else {
+            self.free_mask |= 1 << order;
+        }
+        let n = self.node_mut(i);
+        n.prev = NIL;
+        n.next = head;
+        n.state = if quick { State::Quick } else { State::Free };
+        if head != NIL {
+            self.node_mut(head).prev = i;
+        }
+    }
+
+    /// Take `i` out of its free or quick list; it becomes [`State::Taken`].
+    pub fn unlink(&mut self, i: u32) {
+        let n = *self.node(i);
+        debug_assert!(matches!(n.state, State::Free | State::Quick));
+        let quick = n.state == State::Quick;
+        let order = n.order as usize;
+        if n.prev != NIL {
+            self.node_mut(n.prev).next = n.next;
+        }
+        if n.next != NIL {
+            self.node_mut(n.next).prev = n.prev;
+        }
+        let (list, mask) = if quick {
+            (&mut self.quick[order], &mut self.quick_mask)
+        } else {
+            (&mut self.free[order], &mut self.free_mask)
+        };
+        if list.head == i {
+            list.head = n.next;
+        }
+        list.len -= 1;
+        if list.len == 0 {
+            *mask &= !(1 << order);
+        }
+        let m = self.node_mut(i);
+        m.prev = NIL;
+        m.next = NIL;
+        m.state = State::Taken;
+    }
+
+    /// Add an arena's root block: `2^order` bytes at `addr`, free. Returns its node.
+    pub fn add_root(&mut self, addr: u64, order: u32, arena: u32) -> u32 {
+        let i = self.new_pair();
+        let n = self.node_mut(i);
+        n.addr = addr;
+        n.order = order as u8;
+        n.arena = arena;
+        n.parent = NIL;
+        self.link(i, false);
+        i
+    }
+
+    /// Remove a free root (its arena goes back to the backend).
+    pub fn remove_root(&mut self, i: u32) {
+        debug_assert_eq!(self.node(i).parent, NIL);
+        self.unlink(i);
+        self.drop_pair(i);
+    }
+
+    /// Split a taken block into two taken halves; returns the left one (the right one
+    /// is the next index).
+    pub fn split(&mut self, i: u32) -> u32 {
+        let n = *self.node(i);
+        debug_assert_eq!(n.state, State::Taken);
+        debug_assert!(n.order > 0);
+        let l = self.new_pair();
+        let half = 1u64 << (n.order - 1);
+        for (c, addr) in [(l, n.addr), (l + 1, n.addr + half)] {
+            let m = self.node_mut(c);
+            m.addr = addr;
+            m.order = n.order - 1;
+            m.arena = n.arena;
+            m.parent = i;
+            m.state = State::Taken;
+        }
+        let p = self.node_mut(i);
+        p.state = State::Split;
+        p.child = l;
+        l
+    }
+
+    /// Put a taken block into its free list without merging (the other half of a
+    /// split, whose buddy is taken).
+    #[inline]
+    pub fn put_free(&mut self, i: u32) {
+        self.link(i, false);
+    }
+
+    /// Hand out a taken block: it becomes live. Returns its new generation.
+    #[inline]
+    pub fn make_live(&mut self, i: u32, requested: u64) -> u32 {
+        let n = self.node_mut(i);
+        debug_assert_eq!(n.state, State::Taken);
+        n.state = State::Live;
+        n.requested = requested;
+        n.gen = (n.gen + 1) & GEN_MASK;
+        let (order, gen) = (n.order as usize, n.gen);
+        self.live[order] += 1;
+        gen
+    }
+
+    /// Take a block out of `order`'s quick list.
+    #[inline]
+    pub fn pop_quick(&mut self, order: u32) -> Option<u32> {
+        let i = self.quick[order as usize].head;
+        if i == NIL {
+            return None;
+        }
+        self.unlink(i);
+        Some(i)
+    }
+
+    /// Free a live block: into its quick list while there is room, else merged with
+    /// its buddies.
+    pub fn free_live(&mut self, i: u32) {
+        let n = self.node_mut(i);
+        debug_assert_eq!(n.state, State::Live);
+        n.state = State::Taken;
+        let order = n.order as usize;
+        self.live[order] -= 1;
+        if self.quick[order].len < self.quick_depth {
+            self.link(i, true);
+        } else {
+            self.merge(i);
+        }
+    }
+
+    /// Give a taken block back: merge it with free buddies upward and put the result
+    /// in its free list.
+    pub fn merge(&mut self, mut i: u32) {
+        loop {
+            let n = *self.node(i);
+            if n.parent == NIL {
+                break;
+            }
+            let buddy = i ^ 1;
+            if self.node(buddy).state != State::Free {
+                break;
+            }
+            self.unlink(buddy);
+            self.drop_pair(i & !1);
+            i = n.parent;
+            self.node_mut(i).state = State::Taken;
+        }
+        self.link(i, false);
+    }
+
+    /// Merge every block of the quick lists with its buddies.
+    pub fn flush_quick(&mut self) {
+        while self.quick_mask != 0 {
+            let order = self.quick_mask.trailing_zeros();
+            while let Some(i) = self.pop_quick(order) {
+                self.merge(i);
+            }
+        }
+    }
+
+    /// Check the tree's structure below `roots`: children match their parents, no
+    /// two free buddies are left unmerged, and every list holds what it should.
+    pub fn validate(&self, roots: &[u32]) -> Result<(), String> {
+        let mut seen_free = [0u32; ORDERS];
+        let mut seen_quick = [0u32; ORDERS];
+        let mut seen_live = [0u64; ORDERS];
+        let mut stack: Vec<u32> = roots.to_vec();
+        for &r in roots {
+            if self.node(r).parent != NIL {
+                return Err(format!("root {r} has a parent"));
+            }
+        }
+        while let Some(i) = stack.pop() {
+            let n = self.node(i);
+            let o = n.order as usize;
+            match n.state {
+                State::Free => seen_free[o] += 1,
+                State::Quick => seen_quick[o] += 1,
+                State::Live => seen_live[o] += 1,
+                State::Split => {
+                    let (l, r) = (self.node(n.child), self.node(n.child + 1));
+                    let half = 1u64 << (n.order - 1);
+                    for (c, want) in [(l, n.addr), (r, n.addr + half)] {
+                        if c.parent != i || c.addr != want || c.order + 1 != n.order {
+                            return Err(format!("node {i}: child {c:?} does not match"));
+                        }
+                    }
+                    if l.state == State::Free && r.state == State::Free {
+                        return Err(format!("node {i}: both halves free but not merged"));
+                    }
+                    stack.extend([n.child, n.child + 1]);
+                }
+                State::Vacant | State::Taken => {
+                    return Err(format!("node {i} in the tree is {:?}", n.state))
+                }
+            }
+        }
+        for o in 0..ORDERS {
+            let (f, q) = (self.free[o], self.quick[o]);
+            if f.len != seen_free[o] || q.len != seen_quick[o] || self.live[o] != seen_live[o] {
+                return Err(format!(
+                    "order {o}: lists say {} free, {} quick, {} live; the tree has {}, {}, {}",
+                    f.len, q.len, self.live[o], seen_free[o], seen_quick[o], seen_live[o]
+                ));
+            }
+            for (list, state, mask) in [
+                (f, State::Free, self.free_mask),
+                (q, State::Quick, self.quick_mask),
+            ] {
+                if (list.len > 0) != (mask >> o & 1 == 1) {
+                    return Err(format!("order {o}: {state:?} mask is wrong"));
+                }
+                let (mut at, mut count, mut prev) = (list.head, 0, NIL);
+                while at != NIL {
+                    let n = self.node(at);
+                    if n.state != state || n.order as usize != o || n.prev != prev {
+                        return Err(format!("order {o}: {state:?} list holds {n:?}"));
+                    }
+                    count += 1;
+                    prev = at;
+                    at = n.next;
+                }
+                if count != list.len {
+                    return Err(format!("order {o}: {state:?} list length is wrong"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn take_leaf(t: &mut Tree, order: u32) -> Option<u32> {
+        let mask = t.free_orders_from(order);
+        if mask == 0 {
+            return None;
+        }
+        let mut i = t.free_head(mask.trailing_zeros());
+        t.unlink(i);
+        while u32::from(t.node(i).order) > order {
+            let l = t.split(i);
+            t.put_free(l + 1);
+            i = l;
+        }
+        Some(i)
+    }
+
+    #[test]
+    fn split_and_merge_back_to_one_block() {
+        let mut t = Tree::new(0);
+        let root = t.add_root(1 << 20, 20, 0);
+        let a = take_leaf(&mut t, 8).unwrap();
+        t.make_live(a, 100);
+        let b = take_leaf(&mut t, 8).unwrap();
+        t.make_live(b, 100);
+        assert_eq!(t.node(a).addr, 1 << 20);
+        assert_eq!(t.node(b).addr, (1 << 20) + 256, "the buddy is used next");
+        t.validate(&[root]).unwrap();
+        assert_eq!(t.list_lens(8), (0, 0));
+        assert_eq!(t.list_lens(19), (1, 0));
+        t.free_live(a);
+        t.free_live(b);
+        t.validate(&[root]).unwrap();
+        assert_eq!(t.free_orders_from(0), 1 << 20, "one free block of the top order");
+        t.remove_root(root);
+        assert_eq!(t.free_orders_from(0), 0);
+    }
+
+    #[test]
+    fn quick_lists_hold_blocks_until_flushed() {
+        let mut t = Tree::new(2);
+        let root = t.add_root(0, 12, 0);
+        let blocks: Vec<u32> = (0..4).map(|_| take_leaf(&mut t, 10).unwrap()).collect();
+        for &b in &blocks {
+            t.make_live(b, 1);
+        }
+        for &b in &blocks {
+            t.free_live(b);
+        }
+        assert_eq!(t.list_lens(10).1, 2, "two kept unmerged, the rest merged");
+        t.validate(&[root]).unwrap();
+        let q = t.pop_quick(10).unwrap();
+        assert_eq!(q, blocks[1], "the last one kept comes back first");
+        t.merge(q);
+        t.flush_quick();
+        t.validate(&[root]).unwrap();
+        assert_eq!(t.free_orders_from(0), 1 << 12);
+    }
+
+    #[test]
+    fn generations_change_on_reuse() {
+        let mut t = Tree::new(0);
+        t.add_root(0, 10, 0);
+        let a = take_leaf(&mut t, 9).unwrap();
+        let g1 = t.make_live(a, 1);
+        t.free_live(a);
+        let b = take_leaf(&mut t, 9).unwrap();
+        let g2 = t.make_live(b, 1);
+        assert_eq!(t.node(a).addr, t.node(b).addr);
+        assert!(a != b || g1 != g2, "a reused node has a new generation");
+    }
+}
