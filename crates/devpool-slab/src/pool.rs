@@ -9,7 +9,7 @@ use crate::table::{decode_handle, SlabTable, DEPOT};
 use crate::SlabConfig;
 use crossbeam_utils::CachePadded;
 use devpool_core::{
-    human_bytes, Backend, Block, Counters, DeviceId, DevicePtr, Error, Pool, Request, Result,
+    human_bytes, Backend, Block, IntoBackend, Counters, DeviceId, DevicePtr, Error, Pool, Request, Result,
     Stats,
 };
 use parking_lot::Mutex;
@@ -65,8 +65,9 @@ pub struct SlabPool {
 }
 
 impl SlabPool {
-    /// A pool over `backend` with the classes of `cfg`.
-    pub fn new(backend: Arc<dyn Backend>, cfg: SlabConfig) -> Self {
+    /// A pool over `backend` (an `Arc` of any backend) with the classes of `cfg`.
+    pub fn new(backend: impl IntoBackend, cfg: SlabConfig) -> Self {
+        let backend = backend.into_backend();
         let classes = Arc::new(Classes::new(&cfg, backend.granularity()));
         Self::with_classes(backend, classes)
     }

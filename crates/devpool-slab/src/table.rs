@@ -20,7 +20,7 @@ pub(crate) const SLAB_BITS: u32 = 23;
 /// How many slabs one pool can hold at once.
 pub(crate) const MAX_SLABS: usize = 1 << SLAB_BITS;
 const GEN_BITS: u32 = 16;
-const FIRST_SEGMENT: usize = 1024;
+const FIRST_SEGMENT: usize = 64;
 const SEGMENTS: usize = 1 + (SLAB_BITS - FIRST_SEGMENT.trailing_zeros()) as usize;
 
 /// The owner field of a slab held by the depot.

@@ -1,0 +1,95 @@
+//! 16 threads allocate and free blocks of random classes in one slab pool on the
+//! host-backed mock. Each block is filled with its owner's tag when it is handed out
+//! and checked when it is freed, so a slot handed to two owners at once shows up as
+//! a wrong tag. Some blocks are passed to other threads to free, so frees reach the
+//! caches of other threads too.
+use devpool_core::{Allocator, Backend, Block, MockBackend, MockConfig, Rng};
+use devpool_slab::{slab, SlabConfig};
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+const THREADS: usize = 16;
+const STEPS: usize = 3000;
+
+fn tag_of(thread: usize, n: usize) -> u8 {
+    ((thread * 131 + n * 7) % 251) as u8 + 1
+}
+
+fn verify(mock: &MockBackend, b: &Block, tag: u8) {
+    let mut back = vec![0u8; b.requested.max(1)];
+    mock.copy_to_host(&mut back, b.ptr, b.stream)
+        .expect("block memory is readable");
+    assert!(
+        back.iter().all(|&x| x == tag),
+        "block {b:?} lost its tag {tag}: a slot was handed out twice"
+    );
+}
+
+#[test]
+fn sixteen_threads_tagged_blocks() {
+    let mock = MockBackend::shared_with(MockConfig::default().host_backed().capacity(8 << 30));
+    // Small slabs so that slabs fill, empty and change hands often.
+    let cfg = SlabConfig::geometric(4, 64 << 10)
+        .min_slab_bytes(64 << 10)
+        .min_slots(4)
+        .keep_empty(1);
+    let alloc = Arc::new(slab(mock.clone(), cfg));
+    let handoff: Arc<Mutex<Vec<(Block, u8)>>> = Arc::default();
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (alloc, mock, handoff) = (alloc.clone(), mock.clone(), handoff.clone());
+            std::thread::spawn(move || {
+                let mut rng = Rng::new(t as u64 + 1);
+                let mut mine: Vec<(Block, u8)> = Vec::new();
+                for n in 0..STEPS {
+                    match rng.below(8) {
+                        0..=3 => {
+                            let size = rng.log_uniform(1, 64 << 10);
+                            let b = alloc.alloc(size).expect("alloc");
+                            let tag = tag_of(t, n);
+                            mock.memset(b.ptr, tag, b.requested.max(1), b.stream)
+                                .expect("block memory is writable");
+                            mine.push((b, tag));
+                        }
+                        4..=5 if !mine.is_empty() => {
+                            let i = rng.below(mine.len() as u64) as usize;
+                            let (b, tag) = mine.swap_remove(i);
+                            verify(&mock, &b, tag);
+                            alloc.free(b).expect("free");
+                        }
+                        6 if !mine.is_empty() => {
+                            let i = rng.below(mine.len() as u64) as usize;
+                            handoff.lock().push(mine.swap_remove(i));
+                        }
+                        _ => {
+                            let got = handoff.lock().pop();
+                            if let Some((b, tag)) = got {
+                                verify(&mock, &b, tag);
+                                alloc.free(b).expect("free of another thread's block");
+                            }
+                        }
+                    }
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut left: Vec<(Block, u8)> = threads
+        .into_iter()
+        .flat_map(|h| h.join().expect("thread"))
+        .collect();
+    left.append(&mut handoff.lock());
+    devpool_core::testing::check_blocks(&left.iter().map(|(b, _)| *b).collect::<Vec<_>>());
+    let s = alloc.stats();
+    assert_eq!(s.live_blocks.current, left.len() as u64);
+    assert_eq!(
+        s.live_bytes.current,
+        left.iter().map(|(b, _)| b.requested as u64).sum::<u64>()
+    );
+    assert_eq!(s.allocations - s.frees, left.len() as u64);
+    for (b, tag) in left {
+        verify(&mock, &b, tag);
+        alloc.free(b).expect("final free");
+    }
+    devpool_core::testing::assert_empty(&*alloc, &mock);
+}
