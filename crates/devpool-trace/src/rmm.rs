@@ -1,0 +1,210 @@
+//! RAPIDS RMM's allocation log: the CSV that its logging adaptor writes and its
+//! replay benchmark reads.
+//!
+//! ```text
+//! Thread,Time,Action,Pointer,Size,Stream
+//! 0,12:09:01.393955,allocate,0x7f701be00000,37632,0x0
+//! 0,12:09:01.398121,free,0x7f701be00000,37632,0x0
+//! ```
+
+use crate::clock::{format_time, parse_time, Unwrapper};
+use crate::error::TraceError;
+use crate::event::{Action, Trace, TraceEvent};
+use std::io::{BufRead, BufWriter, Write};
+
+/// The header line RMM writes.
+pub const RMM_CSV_HEADER: &str = "Thread,Time,Action,Pointer,Size,Stream";
+
+/// Read a trace in RMM's CSV log format from `reader`; `name` names the trace and
+/// the source in error messages.
+///
+/// The header line is optional; blank lines are skipped. Pointers and streams are
+/// hexadecimal (with or without `0x`; `(nil)` is zero), sizes decimal, times
+/// `HH:MM:SS.micro` (a time more than twelve hours before the previous one is taken
+/// to be past midnight). Thread ids that do not fit in 32 bits are folded into 32.
+///
+/// ```
+/// use devpool_trace::{read_rmm_csv, Action};
+/// let csv = "Thread,Time,Action,Pointer,Size,Stream\n\
+///            0,12:09:01.393955,allocate,0x7f701be00000,37632,0x0\n\
+///            0,12:09:01.398121,free,0x7f701be00000,37632,0x0\n";
+/// let t = read_rmm_csv(csv.as_bytes(), "tiny").unwrap();
+/// assert_eq!(t.events.len(), 2);
+/// assert_eq!(t.events[1].action, Action::Free);
+///
+/// let err = read_rmm_csv("0,12:09:01.0,allocate,0x10,oops,0x0\n".as_bytes(), "bad").unwrap_err();
+/// assert_eq!(err.line(), Some(1));
+/// ```
+pub fn read_rmm_csv(reader: impl BufRead, name: &str) -> Result<Trace, TraceError> {
+    parse_rmm_csv(reader, name, name)
+}
+
+/// [`read_rmm_csv`] with a separate label (the file path) for error messages.
+pub(crate) fn parse_rmm_csv(
+    mut reader: impl BufRead,
+    name: &str,
+    label: &str,
+) -> Result<Trace, TraceError> {
+    let mut events = Vec::new();
+    let mut buf = String::with_capacity(128);
+    let mut line_no = 0usize;
+    let mut seen_data = false;
+    let mut clock = Unwrapper::default();
+    loop {
+        buf.clear();
+        let n = reader
+            .read_line(&mut buf)
+            .map_err(|e| TraceError::io(label, e))?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        let line = buf.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if !seen_data && is_header(line) {
+            seen_data = true;
+            continue;
+        }
+        seen_data = true;
+        let mut ev = parse_line(line).map_err(|msg| TraceError::parse(label, line_no, msg))?;
+        ev.time_us = clock.unwrap(ev.time_us);
+        events.push(ev);
+    }
+    Ok(Trace::new(name, events))
+}
+
+fn is_header(line: &str) -> bool {
+    line.split(',')
+        .next()
+        .is_some_and(|f| f.trim().eq_ignore_ascii_case("thread"))
+}
+
+/// Parse one data line (time not yet unwrapped).
+fn parse_line(line: &str) -> Result<TraceEvent, String> {
+    let mut fields = [""; 6];
+    let mut n = 0;
+    for f in line.split(',') {
+        if n < fields.len() {
+            fields[n] = f.trim();
+        }
+        n += 1;
+    }
+    if n != fields.len() {
+        return Err(format!(
+            "expected 6 fields (Thread,Time,Action,Pointer,Size,Stream), found {n}"
+        ));
+    }
+    let [thread, time, action, ptr, size, stream] = fields;
+    let thread = parse_thread(thread).ok_or_else(|| format!("bad thread id '{thread}'"))?;
+    let time_us = parse_time(time)?;
+    let action = parse_action(action).ok_or_else(|| {
+        format!("unknown action '{action}' (expected allocate, free or allocate failure)")
+    })?;
+    let ptr = parse_hex(ptr).ok_or_else(|| format!("bad pointer '{ptr}'"))?;
+    let size = size
+        .parse::<usize>()
+        .map_err(|e| format!("bad size '{size}': {e}"))?;
+    let stream = parse_hex(stream).ok_or_else(|| format!("bad stream '{stream}'"))?;
+    Ok(TraceEvent {
+        thread,
+        time_us,
+        action,
+        ptr,
+        size,
+        stream,
+    })
+}
+
+fn parse_action(s: &str) -> Option<Action> {
+    [Action::Allocate, Action::Free, Action::AllocateFailure]
+        .into_iter()
+        .find(|a| a.as_str().eq_ignore_ascii_case(s))
+}
+
+/// A hexadecimal number, with or without `0x`; the null pointer spellings are zero.
+fn parse_hex(s: &str) -> Option<u64> {
+    if matches!(s, "(nil)" | "nil" | "nullptr" | "NULL") {
+        return Some(0);
+    }
+    let digits = s
+        .strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .unwrap_or(s);
+    if digits.is_empty() || digits.starts_with('+') {
+        return None;
+    }
+    u64::from_str_radix(digits, 16).ok()
+}
+
+/// A thread id: decimal (or `0x` hex); ids past 32 bits are folded into 32.
+fn parse_thread(s: &str) -> Option<u32> {
+    let v = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) if !hex.is_empty() && !hex.starts_with('+') => u64::from_str_radix(hex, 16),
+        Some(_) => return None,
+        None if s.starts_with('+') => return None,
+        None => s.parse::<u64>(),
+    }
+    .ok()?;
+    Some(u32::try_from(v).unwrap_or((v ^ (v >> 32)) as u32))
+}
+
+/// Write `trace` in RMM's CSV log format, header included. What this writes,
+/// [`read_rmm_csv`] reads back unchanged (times that never go backwards included).
+///
+/// ```
+/// use devpool_trace::{read_rmm_csv, write_rmm_csv, Trace, TraceEvent};
+/// let t = Trace::new("t", vec![TraceEvent::allocate(0x200, 100).at(5), TraceEvent::free(0x200, 100).at(9)]);
+/// let mut out = Vec::new();
+/// write_rmm_csv(&t, &mut out).unwrap();
+/// assert_eq!(read_rmm_csv(&out[..], "t").unwrap(), t);
+/// ```
+pub fn write_rmm_csv(trace: &Trace, w: impl Write) -> std::io::Result<()> {
+    let mut w = BufWriter::with_capacity(1 << 16, w);
+    writeln!(w, "{RMM_CSV_HEADER}")?;
+    let mut time = String::with_capacity(24);
+    for e in &trace.events {
+        time.clear();
+        format_time(e.time_us, &mut time).map_err(std::io::Error::other)?;
+        writeln!(
+            w,
+            "{},{},{},{:#x},{},{:#x}",
+            e.thread, time, e.action, e.ptr, e.size, e.stream
+        )?;
+    }
+    w.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers() {
+        assert_eq!(parse_hex("0x7f701be00000"), Some(0x7f70_1be0_0000));
+        assert_eq!(parse_hex("ff"), Some(255));
+        assert_eq!(parse_hex("(nil)"), Some(0));
+        assert_eq!(parse_hex("0x"), None);
+        assert_eq!(parse_hex("0x+1"), None);
+        assert_eq!(parse_hex("xyz"), None);
+        assert_eq!(parse_thread("7"), Some(7));
+        assert_eq!(parse_thread("0x10"), Some(16));
+        let big = 140_537_275_578_176u64;
+        assert_eq!(
+            parse_thread(&big.to_string()),
+            Some((big ^ (big >> 32)) as u32)
+        );
+        assert_eq!(parse_thread("-1"), None);
+    }
+
+    #[test]
+    fn headerless_and_blank_lines() {
+        let csv = "\n1,00:00:00.000001,ALLOCATE,10,5,0x2\n\n1,00:00:00.000002,free,0x10,5,2\n";
+        let t = read_rmm_csv(csv.as_bytes(), "t").unwrap();
+        assert_eq!(t.events.len(), 2);
+        assert_eq!(t.events[0].ptr, 0x10);
+        assert_eq!(t.events[1].stream, 2);
+        assert_eq!(t.events[1].time_us, 2);
+    }
+}

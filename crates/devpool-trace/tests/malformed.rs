@@ -1,0 +1,159 @@
+//! Malformed input gives a parse error that names the line, never a panic.
+mod common;
+
+use devpool_trace::{read_pytorch_snapshot, read_rmm_csv, read_trace, TraceError};
+use proptest::prelude::*;
+
+const HEADER: &str = "Thread,Time,Action,Pointer,Size,Stream";
+const GOOD: &str = "0,12:09:01.393955,allocate,0x7f701be00000,37632,0x0";
+
+/// The bad lines, one of each kind of mistake.
+const BAD: &[(&str, &str)] = &[
+    (
+        "too few fields",
+        "0,12:09:01.393955,allocate,0x7f701be00000,37632",
+    ),
+    (
+        "too many fields",
+        "0,12:09:01.393955,allocate,0x7f701be00000,37632,0x0,7",
+    ),
+    (
+        "size not a number",
+        "0,12:09:01.393955,allocate,0x7f701be00000,big,0x0",
+    ),
+    (
+        "negative size",
+        "0,12:09:01.393955,allocate,0x7f701be00000,-1,0x0",
+    ),
+    (
+        "size overflows",
+        "0,12:09:01.393955,allocate,0x10,99999999999999999999999,0x0",
+    ),
+    (
+        "pointer not hex",
+        "0,12:09:01.393955,allocate,0x7g,37632,0x0",
+    ),
+    (
+        "stream not hex",
+        "0,12:09:01.393955,allocate,0x10,37632,stream",
+    ),
+    (
+        "thread not a number",
+        "main,12:09:01.393955,allocate,0x10,37632,0x0",
+    ),
+    ("unknown action", "0,12:09:01.393955,alloc,0x10,37632,0x0"),
+    ("empty action", "0,12:09:01.393955,,0x10,37632,0x0"),
+    ("time without seconds", "0,12:09,allocate,0x10,37632,0x0"),
+    (
+        "minutes out of range",
+        "0,12:75:01.393955,allocate,0x10,37632,0x0",
+    ),
+    ("time not a number", "0,noon,allocate,0x10,37632,0x0"),
+    ("empty fraction", "0,12:09:01.,allocate,0x10,37632,0x0"),
+];
+
+/// Build a file: a header, `before` good lines (and a blank line), the bad line.
+fn file_with_bad_line(before: usize, bad: &str) -> (String, usize) {
+    let mut text = format!("{HEADER}\n");
+    let mut line = 1;
+    for i in 0..before {
+        text.push_str(GOOD);
+        text.push('\n');
+        line += 1;
+        if i == 0 {
+            text.push('\n');
+            line += 1;
+        }
+    }
+    text.push_str(bad);
+    text.push('\n');
+    text.push_str(GOOD);
+    text.push('\n');
+    (text, line + 1)
+}
+
+#[test]
+fn every_kind_names_its_line() {
+    for (i, (kind, bad)) in BAD.iter().enumerate() {
+        let (text, line) = file_with_bad_line(i, bad);
+        match read_rmm_csv(text.as_bytes(), "bad_trace") {
+            Err(TraceError::Parse {
+                file,
+                line: at,
+                msg,
+            }) => {
+                assert_eq!(at, line, "{kind}: {msg}");
+                assert_eq!(file, "bad_trace");
+                assert!(!msg.is_empty());
+            }
+            other => panic!("{kind}: expected a parse error, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn file_errors_name_the_file_and_line() {
+    let path = common::temp_path("broken.csv");
+    let (text, line) = file_with_bad_line(3, BAD[8].1);
+    std::fs::write(&path, text).unwrap();
+    let e = read_trace(&path).unwrap_err();
+    assert_eq!(e.line(), Some(line));
+    let shown = e.to_string();
+    assert!(
+        shown.starts_with(&format!("{}:{line}:", path.display())),
+        "{shown}"
+    );
+    assert!(shown.contains("alloc"), "{shown}");
+}
+
+#[test]
+fn missing_file_and_broken_gzip() {
+    let missing = common::temp_path("no_such_trace.csv");
+    let e = read_trace(&missing).unwrap_err();
+    assert!(matches!(e, TraceError::Io { .. }), "{e}");
+    assert!(e.to_string().contains("no_such_trace.csv"));
+
+    // The first half of a real gzip file: the stream ends early.
+    let full = std::fs::read(common::bundled("resnet50_train.csv.gz")).unwrap();
+    let path = common::temp_path("truncated.csv.gz");
+    std::fs::write(&path, &full[..full.len() / 2]).unwrap();
+    let e = read_trace(&path).unwrap_err();
+    assert!(matches!(e, TraceError::Io { .. }), "{e}");
+}
+
+#[test]
+fn format_is_told_by_content_not_name() {
+    // A plain CSV under a name that says gzip.
+    let path = common::temp_path("plain.pickle.gz");
+    std::fs::write(&path, format!("{HEADER}\n{GOOD}\n")).unwrap();
+    let t = read_trace(&path).unwrap();
+    assert_eq!((t.name.as_str(), t.events.len()), ("plain", 1));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Any text gives a trace or an error, never a panic.
+    #[test]
+    fn arbitrary_text_never_panics(lines in prop::collection::vec(
+        prop_oneof![
+            Just(GOOD.to_string()),
+            "[0-9a-z:,. x()-]{0,60}",
+            "[0-9]{1,3},[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{1,8},(allocate|free|allocate failure),0x[0-9a-f]{1,17},[0-9]{1,21},0x[0-9a-f]{1,3}",
+        ],
+        0..20,
+    )) {
+        let text = lines.join("\n");
+        if let Err(e) = read_rmm_csv(text.as_bytes(), "p") {
+            prop_assert!(matches!(e, TraceError::Parse { .. }), "{}", e);
+        }
+    }
+
+    /// Any bytes after the pickle protocol byte give a trace or an error.
+    #[test]
+    fn arbitrary_pickle_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+        let mut data = vec![0x80, 0x04];
+        data.extend(bytes);
+        let _ = read_pytorch_snapshot(&data, "p");
+    }
+}
