@@ -1,0 +1,82 @@
+//! Arena latency on the mock backend: a frame of 1000 mixed allocations then a reset
+//! (time per frame; divide by 1000 for the time per allocation), and allocate + free
+//! pairs.
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use devpool_arena::{arena, ArenaConfig};
+use devpool_core::testing::Rng;
+use devpool_core::{Allocator, MockBackend, Request};
+use std::time::Duration;
+
+fn frame(c: &mut Criterion) {
+    let a = arena(MockBackend::shared(), ArenaConfig::default());
+    let mut rng = Rng::new(42);
+    let sizes: Vec<usize> = (0..1000).map(|_| rng.log_uniform(1, 64 << 10)).collect();
+    let mut g = c.benchmark_group("arena");
+    g.throughput(Throughput::Elements(sizes.len() as u64));
+    g.bench_function("frame_1000_mixed_then_reset", |b| {
+        b.iter(|| {
+            for &s in &sizes {
+                black_box(a.allocate(Request::new(s)).unwrap());
+            }
+            a.reset().unwrap();
+        })
+    });
+    g.finish();
+}
+
+fn pairs(c: &mut Criterion) {
+    let mut g = c.benchmark_group("arena");
+    for (name, keep_one_live) in [("pair_4k_rewinding", false), ("pair_4k_one_live", true)] {
+        let a = arena(MockBackend::shared(), ArenaConfig::default());
+        // With a block kept live the arena never rewinds: the pair is a bump and a
+        // checked free, and reset makes room every million pairs.
+        let _anchor = keep_one_live.then(|| a.alloc(256).unwrap());
+        let mut n = 0u32;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let x = a.alloc(black_box(4096)).unwrap();
+                a.free(x).unwrap();
+                n += 1;
+                if keep_one_live && n.is_multiple_of(1 << 20) {
+                    a.reset().unwrap();
+                    a.alloc(256).unwrap();
+                }
+            })
+        });
+    }
+    g.finish();
+}
+
+fn threads(c: &mut Criterion) {
+    let mut g = c.benchmark_group("arena");
+    let t = 4usize;
+    let per = 1000usize;
+    g.throughput(Throughput::Elements((t * per) as u64));
+    g.bench_function("frame_4_threads_x1000_then_reset", |b| {
+        let a = arena(MockBackend::shared(), ArenaConfig::default());
+        b.iter(|| {
+            std::thread::scope(|s| {
+                for _ in 0..t {
+                    s.spawn(|| {
+                        for _ in 0..per {
+                            black_box(a.alloc(black_box(1000)).unwrap());
+                        }
+                    });
+                }
+            });
+            a.reset().unwrap();
+        })
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    targets = frame, pairs, threads
+}
+criterion_main!(benches);
