@@ -1,0 +1,125 @@
+//! [`PageMap`]: which pages of a reserved range are mapped, one bit per page, with
+//! the word-at-a-time searches the pool needs (runs of mapped or missing pages,
+//! upwards and downwards).
+
+/// One bit per page: set when the page is mapped.
+#[derive(Clone, Debug)]
+pub(crate) struct PageMap {
+    words: Vec<u64>,
+    pages: usize,
+}
+
+#[inline]
+fn word_mask(w: usize, lo: usize, hi: usize) -> u64 {
+    let start = w * 64;
+    let a = lo.saturating_sub(start);
+    let b = (hi - start).min(64);
+    if a >= b {
+        return 0;
+    }
+    let upper = if b == 64 { u64::MAX } else { (1u64 << b) - 1 };
+    upper & (u64::MAX << a)
+}
+
+impl PageMap {
+    /// `pages` pages, none mapped.
+    pub fn new(pages: usize) -> Self {
+        PageMap {
+            words: vec![0; pages.div_ceil(64)],
+            pages,
+        }
+    }
+
+    /// Pages covered.
+    pub fn len(&self) -> usize {
+        self.pages
+    }
+
+    /// Mapped pages in `[lo, hi)`.
+    pub fn count(&self, lo: usize, hi: usize) -> usize {
+        if lo >= hi {
+            return 0;
+        }
+        (lo / 64..hi.div_ceil(64))
+            .map(|w| (self.words[w] & word_mask(w, lo, hi)).count_ones() as usize)
+            .sum()
+    }
+
+    /// Mark `[lo, hi)` mapped (`on`) or not.
+    pub fn set(&mut self, lo: usize, hi: usize, on: bool) {
+        if lo >= hi {
+            return;
+        }
+        for w in lo / 64..hi.div_ceil(64) {
+            let m = word_mask(w, lo, hi);
+            if on {
+                self.words[w] |= m;
+            } else {
+                self.words[w] &= !m;
+            }
+        }
+    }
+
+    /// The first page in `[lo, hi)` whose bit is `on`, or `hi`.
+    pub fn next(&self, lo: usize, hi: usize, on: bool) -> usize {
+        let mut p = lo;
+        while p < hi {
+            let w = p / 64;
+            let word = if on { self.words[w] } else { !self.words[w] };
+            let bits = word & word_mask(w, p, hi);
+            if bits != 0 {
+                return w * 64 + bits.trailing_zeros() as usize;
+            }
+            p = (w + 1) * 64;
+        }
+        hi
+    }
+
+    /// The last page in `[lo, hi)` whose bit is `on`.
+    pub fn prev(&self, lo: usize, hi: usize, on: bool) -> Option<usize> {
+        let mut p = hi;
+        while p > lo {
+            let w = (p - 1) / 64;
+            let word = if on { self.words[w] } else { !self.words[w] };
+            let bits = word & word_mask(w, lo, p);
+            if bits != 0 {
+                return Some(w * 64 + 63 - bits.leading_zeros() as usize);
+            }
+            p = w * 64;
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_and_counts_match_a_plain_vector() {
+        let n = 300;
+        let mut pm = PageMap::new(n);
+        let mut model = vec![false; n];
+        let mut x = 12345u64;
+        for _ in 0..200 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let lo = (x >> 33) as usize % n;
+            let hi = (lo + (x >> 20) as usize % 90).min(n);
+            let on = x & 1 == 0;
+            pm.set(lo, hi, on);
+            model[lo..hi].iter_mut().for_each(|b| *b = on);
+            let (a, b) = ((x >> 7) as usize % n, (x >> 13) as usize % n);
+            let (a, b) = (a.min(b), a.max(b));
+            assert_eq!(pm.count(a, b), model[a..b].iter().filter(|&&v| v).count());
+            for on in [true, false] {
+                let want = (a..b).find(|&p| model[p] == on).unwrap_or(b);
+                assert_eq!(pm.next(a, b, on), want);
+                let want = (a..b).rev().find(|&p| model[p] == on);
+                assert_eq!(pm.prev(a, b, on), want);
+            }
+        }
+        assert_eq!(pm.len(), n);
+    }
+}

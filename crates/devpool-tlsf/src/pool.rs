@@ -1,0 +1,320 @@
+//! [`TlsfPool`]: the single-stream pool, and [`tlsf`], the allocator made of them.
+
+use crate::config::{Mode, TlsfConfig};
+use crate::index::{Index, State};
+use crate::span::Span;
+use devpool_core::{
+    align_up, Backend, Block, Counters, DeviceId, DevicePtr, Error, IntoBackend, Pool, Request,
+    Result, Stats, StreamOrdered,
+};
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+/// Blocks of a class looked at per search.
+const SCAN: usize = 8;
+/// Bits of a node's generation kept in a handle (the top two bits stay clear).
+const GEN_BITS: u32 = 30;
+const GEN_MASK: u64 = (1 << GEN_BITS) - 1;
+
+/// The state behind the pool's lock.
+pub(crate) struct Inner {
+    pub index: Index,
+    pub spans: Vec<Option<Span>>,
+    /// Pages mapped in all spans.
+    pub mapped_pages: u64,
+    /// Mapped pages that no live block touches.
+    pub unused_pages: u64,
+    /// Granted bytes of live blocks.
+    pub allocated: u64,
+    /// Peak of `allocated` in the current and the previous window.
+    pub peak_now: u64,
+    pub peak_before: u64,
+    /// Allocations and frees in the current window.
+    pub ops: u64,
+    pub map_calls: u64,
+    pub unmap_calls: u64,
+}
+
+/// A TLSF pool serving one stream. See the [crate docs](crate).
+///
+/// ```
+/// use devpool_core::{Backend, MockBackend, Pool, Request};
+/// use devpool_tlsf::{TlsfConfig, TlsfPool};
+/// let mock = MockBackend::shared();
+/// let pool = TlsfPool::new(mock.clone(), TlsfConfig::default().map_batch_pages(1));
+/// let a = pool.allocate(&Request::new(3 << 20)).unwrap();
+/// let b = pool.allocate(&Request::new(1000)).unwrap();
+/// assert_eq!(b.ptr.0, a.ptr.0 + a.size as u64, "packed contiguously");
+/// assert_eq!(pool.detail().mapped_pages, 2, "two 2 MiB pages back 3 MiB + 1000 B");
+/// pool.deallocate(&a).unwrap();
+/// pool.deallocate(&b).unwrap();
+/// pool.trim().unwrap();
+/// assert_eq!(mock.counters().bytes_in_use.current, 0);
+/// ```
+pub struct TlsfPool {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) cfg: TlsfConfig,
+    pub(crate) is_virtual: bool,
+    pub(crate) page: u64,
+    pub(crate) device: DeviceId,
+    pub(crate) counters: Counters,
+    pub(crate) inner: Mutex<Inner>,
+}
+
+/// The TLSF allocator over `backend`: one [`TlsfPool`] per stream, named
+/// `"tlsf-virtual"` or `"tlsf-region"` after the mode it resolves to.
+///
+/// ```
+/// use devpool_core::{Allocator, Backend, MockBackend};
+/// use devpool_tlsf::{tlsf, TlsfConfig};
+/// let mock = MockBackend::shared();
+/// let a = tlsf(mock.clone(), TlsfConfig::default().map_batch_pages(1));
+/// assert_eq!(a.name(), "tlsf-virtual");
+/// let b = a.alloc(100 << 20).unwrap();
+/// assert_eq!(a.stats().reserved_bytes.current, 100 << 20); // 50 pages of 2 MiB
+/// assert_eq!(mock.counters().map_calls, 1);
+/// a.free(b).unwrap();
+/// a.trim().unwrap();
+/// assert_eq!(mock.counters().bytes_in_use.current, 0);
+/// ```
+pub fn tlsf(backend: impl IntoBackend, cfg: TlsfConfig) -> StreamOrdered<TlsfPool> {
+    let backend = backend.into_backend();
+    let virt = resolve(&*backend, cfg.mode);
+    let name = if virt { "tlsf-virtual" } else { "tlsf-region" };
+    let b = backend.clone();
+    StreamOrdered::new(name, backend, move |_| {
+        TlsfPool::new(b.clone(), cfg.clone())
+    })
+}
+
+fn resolve(backend: &dyn Backend, mode: Mode) -> bool {
+    match mode {
+        Mode::Virtual => true,
+        Mode::Region => false,
+        Mode::Auto => backend.supports_virtual(),
+    }
+}
+
+impl TlsfPool {
+    /// A pool over `backend`. Nothing is taken from the backend until the first
+    /// allocation. Settings out of range are brought into range (see [`TlsfConfig`]);
+    /// [`Mode::Virtual`] on a backend without virtual memory makes every allocation
+    /// fail with [`Error::Unsupported`].
+    pub fn new(backend: impl IntoBackend, cfg: TlsfConfig) -> Self {
+        let backend = backend.into_backend();
+        let page = backend.granularity().max(devpool_core::MIN_ALIGN);
+        let cfg = cfg.normalized(page);
+        let is_virtual = resolve(&*backend, cfg.mode);
+        TlsfPool {
+            device: backend.device(),
+            is_virtual,
+            page: page as u64,
+            counters: Counters::default(),
+            inner: Mutex::new(Inner {
+                index: Index::new(cfg.granule as u64, SCAN),
+                spans: Vec::new(),
+                mapped_pages: 0,
+                unused_pages: 0,
+                allocated: 0,
+                peak_now: 0,
+                peak_before: 0,
+                ops: 0,
+                map_calls: 0,
+                unmap_calls: 0,
+            }),
+            cfg,
+            backend,
+        }
+    }
+
+    /// The settings in force (after bringing them into range).
+    pub fn config(&self) -> &TlsfConfig {
+        &self.cfg
+    }
+
+    /// The mode in force: [`Mode::Virtual`] or [`Mode::Region`].
+    pub fn mode(&self) -> Mode {
+        if self.is_virtual {
+            Mode::Virtual
+        } else {
+            Mode::Region
+        }
+    }
+
+    /// Check the pool's internal consistency (for tests): every link, count and page.
+    pub fn verify(&self) -> std::result::Result<(), String> {
+        let g = self.inner.lock();
+        g.index.verify()?;
+        self.verify_pages(&g)
+    }
+
+    fn lookup(&self, g: &Inner, block: &Block) -> Result<u32> {
+        let i = (block.handle & 0xFFFF_FFFF) as u32;
+        let gen = (block.handle >> 32) & GEN_MASK;
+        if let Some(n) = g.index.get(i) {
+            if n.state == State::Used && n.gen as u64 & GEN_MASK == gen {
+                if n.addr == block.ptr.0 && n.size == block.size as u64 {
+                    return Ok(i);
+                }
+                return Err(Error::NotOwned { ptr: block.ptr });
+            }
+        }
+        if self.owns(g, block.ptr.0) {
+            Err(Error::DoubleFree { ptr: block.ptr })
+        } else {
+            Err(Error::NotOwned { ptr: block.ptr })
+        }
+    }
+
+    /// Count one allocation or free; at the end of a window, roll the peaks over and
+    /// bring the cache within its bound.
+    #[inline]
+    fn tick(&self, g: &mut Inner) {
+        g.ops += 1;
+        if g.ops >= self.cfg.window_ops {
+            g.ops = 0;
+            g.peak_before = g.peak_now;
+            g.peak_now = g.allocated;
+            // A failing unmap leaves the pages mapped and counted: nothing to undo.
+            let _ = self.enforce_cache(g, None);
+        }
+    }
+}
+
+impl Pool for TlsfPool {
+    fn allocate(&self, req: &Request) -> Result<Block> {
+        let align = req.effective_align()?;
+        if align > self.page as usize {
+            return Err(Error::InvalidAlignment { align: req.align });
+        }
+        if self.is_virtual && !self.backend.supports_virtual() {
+            return Err(Error::Unsupported(
+                "virtual mode on a backend without virtual memory",
+            ));
+        }
+        let too_large = Error::TooLarge {
+            size: req.size,
+            max: isize::MAX as usize,
+        };
+        let granule = self.cfg.granule;
+        let size = align_up(req.effective_size(), granule).ok_or(too_large.clone())?;
+        let need = size
+            .checked_add(align.saturating_sub(granule))
+            .ok_or(too_large)? as u64;
+        let mut g = self.inner.lock();
+        let i = match g.index.find(need) {
+            Some(i) => i,
+            None => {
+                self.grow(&mut g, need)?;
+                g.index.find(need).ok_or_else(|| {
+                    Error::OutOfMemory(Box::new(devpool_core::OomInfo {
+                        requested: req.size,
+                        ..Default::default()
+                    }))
+                })?
+            }
+        };
+        let n = *g.index.node(i);
+        // Spans end far below the top of the address space: no overflow.
+        let addr = (n.addr + align as u64 - 1) & !(align as u64 - 1);
+        let size = size as u64;
+        if self.is_virtual {
+            self.map_for(
+                &mut g,
+                n.span,
+                (n.addr, n.addr + n.size),
+                (addr, addr + size),
+            )?;
+        }
+        g.index.carve(i, addr - n.addr, size, req.size as u64);
+        let gen = g.index.node(i).gen as u64 & GEN_MASK;
+        g.allocated += size;
+        g.peak_now = g.peak_now.max(g.allocated);
+        self.tick(&mut g);
+        drop(g);
+        self.counters.on_alloc(req.size, size as usize);
+        Ok(Block {
+            ptr: DevicePtr(addr),
+            size: size as usize,
+            requested: req.size,
+            stream: req.stream,
+            device: self.device,
+            handle: gen << 32 | i as u64,
+        })
+    }
+
+    fn deallocate(&self, block: &Block) -> Result<()> {
+        let mut g = self.inner.lock();
+        let i = self.lookup(&g, block)?;
+        let n = *g.index.node(i);
+        let m = g.index.release(i);
+        if self.is_virtual {
+            let f = *g.index.node(m);
+            self.unmapped_by_free(
+                &mut g,
+                n.span,
+                (f.addr, f.addr + f.size),
+                (n.addr, n.addr + n.size),
+            );
+        }
+        g.allocated -= n.size;
+        self.tick(&mut g);
+        drop(g);
+        self.counters.on_free(n.requested as usize, n.size as usize);
+        Ok(())
+    }
+
+    fn check(&self, block: &Block) -> Result<()> {
+        let g = self.inner.lock();
+        self.lookup(&g, block).map(|_| ())
+    }
+
+    fn stats(&self) -> Stats {
+        self.counters.snapshot()
+    }
+
+    fn trim(&self) -> Result<usize> {
+        let mut g = self.inner.lock();
+        let mut released = 0;
+        if self.is_virtual {
+            released += self.release_pages(&mut g, u64::MAX, None)? as usize * self.page as usize;
+        }
+        released += self.release_free_spans(&mut g, usize::MAX, true)?;
+        Ok(released)
+    }
+
+    fn describe_cache(&self) -> String {
+        self.detail().to_string()
+    }
+}
+
+impl Drop for TlsfPool {
+    fn drop(&mut self) {
+        let g = self.inner.get_mut();
+        for sp in g.spans.drain(..).flatten() {
+            match &sp.pages {
+                Some(pm) => {
+                    let mut p = 0;
+                    while p < pm.len() {
+                        let s = pm.next(p, pm.len(), true);
+                        if s >= pm.len() {
+                            break;
+                        }
+                        let e = pm.next(s, pm.len(), false);
+                        let _ = self.backend.unmap(
+                            DevicePtr(sp.base + s as u64 * self.page),
+                            (e - s) * self.page as usize,
+                        );
+                        p = e;
+                    }
+                    let _ = self.backend.unreserve(DevicePtr(sp.base), sp.size as usize);
+                }
+                None => {
+                    let _ = self
+                        .backend
+                        .free_region(DevicePtr(sp.base), sp.size as usize);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! Spans: the pieces of address space the pool manages, and taking them from and
+//! giving them back to the backend (reserved ranges in virtual mode, regions in
+//! region mode).
+
+use crate::pages::PageMap;
+use crate::pool::{Inner, TlsfPool};
+use devpool_core::{align_up, BackendError, DevicePtr, Error, Result};
+
+/// One reserved range or region.
+#[derive(Debug)]
+pub(crate) struct Span {
+    /// First address.
+    pub base: u64,
+    /// Bytes.
+    pub size: u64,
+    /// Mapped pages (virtual mode only).
+    pub pages: Option<PageMap>,
+}
+
+/// Page index range `[first, end)` of pages wholly inside `[lo, hi)`, relative to
+/// `base`.
+#[inline]
+pub(crate) fn full_pages(base: u64, page: u64, lo: u64, hi: u64) -> (usize, usize) {
+    let a = (lo - base).div_ceil(page) as usize;
+    let b = ((hi - base) / page) as usize;
+    (a, b.max(a))
+}
+
+/// Page index range `[first, end)` of pages that `[lo, hi)` touches.
+#[inline]
+pub(crate) fn touched_pages(base: u64, page: u64, lo: u64, hi: u64) -> (usize, usize) {
+    (
+        ((lo - base) / page) as usize,
+        (hi - base).div_ceil(page) as usize,
+    )
+}
+
+fn oom(requested: usize, backend: &dyn devpool_core::Backend) -> Error {
+    let (free, total) = backend.mem_info().unwrap_or((0, 0));
+    Error::Backend(BackendError::OutOfMemory {
+        requested,
+        free,
+        total,
+    })
+}
+
+impl TlsfPool {
+    /// Take a new span from the backend with room for a free block of `need` bytes.
+    pub(crate) fn grow(&self, g: &mut Inner, need: u64) -> Result<()> {
+        let page = self.page;
+        let too_large = Error::TooLarge {
+            size: need as usize,
+            max: isize::MAX as usize,
+        };
+        let rounded = align_up(need as usize, page as usize).ok_or(too_large)?;
+        if self.is_virtual {
+            let total = match self.backend.mem_info() {
+                Ok((_, total)) => total,
+                Err(_) => 0,
+            };
+            if total > 0 && rounded as u64 > total {
+                return Err(oom(need as usize, &*self.backend));
+            }
+            let default = match self.cfg.range_size {
+                Some(s) => s,
+                None if total > 0 => usize::try_from(total).unwrap_or(usize::MAX),
+                None => 64 << 30,
+            };
+            let size = align_up(default.max(rounded), page as usize).unwrap_or(rounded);
+            let ptr = self.backend.reserve(size, page as usize)?;
+            self.counters.on_backend_call();
+            let pages = PageMap::new(size / page as usize);
+            self.add_span(g, ptr, size, Some(pages));
+        } else {
+            // A failing release leaves the regions held and counted: nothing to undo.
+            let _ = self.enforce_cache(g, None);
+            let chunk = align_up(self.cfg.region_chunk.max(1), page as usize).unwrap_or(rounded);
+            let size = chunk.max(rounded);
+            match self.backend.alloc_region(size) {
+                Ok(ptr) => {
+                    self.counters.on_reserve(size);
+                    self.add_span(g, ptr, size, None);
+                    return Ok(());
+                }
+                Err(BackendError::OutOfMemory { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+            // Out of memory: give back wholly free regions, then ask for the exact size.
+            self.release_free_spans(g, usize::MAX, false)?;
+            let ptr = self.backend.alloc_region(rounded)?;
+            self.counters.on_reserve(rounded);
+            self.add_span(g, ptr, rounded, None);
+        }
+        Ok(())
+    }
+
+    fn add_span(&self, g: &mut Inner, ptr: DevicePtr, size: usize, pages: Option<PageMap>) {
+        let span = Span {
+            base: ptr.0,
+            size: size as u64,
+            pages,
+        };
+        let id = match g.spans.iter().position(Option::is_none) {
+            Some(i) => {
+                g.spans[i] = Some(span);
+                i
+            }
+            None => {
+                g.spans.push(Some(span));
+                g.spans.len() - 1
+            }
+        };
+        g.index.add_span(id as u32, ptr.0, size as u64);
+    }
+
+    /// Whether `addr` lies in one of the pool's spans.
+    pub(crate) fn owns(&self, g: &Inner, addr: u64) -> bool {
+        g.spans
+            .iter()
+            .flatten()
+            .any(|s| addr >= s.base && addr < s.base + s.size)
+    }
+}

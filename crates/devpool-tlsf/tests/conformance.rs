@@ -1,0 +1,32 @@
+//! The shared conformance suite, in virtual mode and in region mode.
+use devpool_core::MockBackend;
+use devpool_tlsf::{tlsf, Mode, TlsfConfig};
+use std::sync::Arc;
+
+mod virtual_mode {
+    use super::*;
+    devpool_core::conformance_tests!(|mock: Arc<MockBackend>| tlsf(
+        mock,
+        TlsfConfig::default().mode(Mode::Virtual)
+    ));
+}
+
+mod region_mode {
+    use super::*;
+    devpool_core::conformance_tests!(|mock: Arc<MockBackend>| tlsf(
+        mock,
+        TlsfConfig::default().mode(Mode::Region)
+    ));
+}
+
+mod virtual_mode_eager_unmap {
+    // No cache at all: every page without a live block goes back when the pool grows.
+    use super::*;
+    devpool_core::conformance_tests!(|mock: Arc<MockBackend>| tlsf(
+        mock,
+        TlsfConfig::default()
+            .mode(Mode::Virtual)
+            .cache(0, 0.0)
+            .window_ops(16)
+    ));
+}
