@@ -93,10 +93,11 @@ fn every_kind_names_its_line() {
 
 #[test]
 fn file_errors_name_the_file_and_line() {
-    let path = common::temp_path("broken.csv");
+    let path = common::TempFile::new("broken.csv");
+    let path = path.path();
     let (text, line) = file_with_bad_line(3, BAD[8].1);
-    std::fs::write(&path, text).unwrap();
-    let e = read_trace(&path).unwrap_err();
+    std::fs::write(path, text).unwrap();
+    let e = read_trace(path).unwrap_err();
     assert_eq!(e.line(), Some(line));
     let shown = e.to_string();
     assert!(
@@ -108,25 +109,28 @@ fn file_errors_name_the_file_and_line() {
 
 #[test]
 fn missing_file_and_broken_gzip() {
-    let missing = common::temp_path("no_such_trace.csv");
-    let e = read_trace(&missing).unwrap_err();
+    let missing = common::TempFile::new("no_such_trace.csv");
+    let missing = missing.path();
+    let e = read_trace(missing).unwrap_err();
     assert!(matches!(e, TraceError::Io { .. }), "{e}");
     assert!(e.to_string().contains("no_such_trace.csv"));
 
     // The first half of a real gzip file: the stream ends early.
     let full = std::fs::read(common::bundled("resnet50_train.csv.gz")).unwrap();
-    let path = common::temp_path("truncated.csv.gz");
-    std::fs::write(&path, &full[..full.len() / 2]).unwrap();
-    let e = read_trace(&path).unwrap_err();
+    let path = common::TempFile::new("truncated.csv.gz");
+    let path = path.path();
+    std::fs::write(path, &full[..full.len() / 2]).unwrap();
+    let e = read_trace(path).unwrap_err();
     assert!(matches!(e, TraceError::Io { .. }), "{e}");
 }
 
 #[test]
 fn format_is_told_by_content_not_name() {
     // A plain CSV under a name that says gzip.
-    let path = common::temp_path("plain.pickle.gz");
-    std::fs::write(&path, format!("{HEADER}\n{GOOD}\n")).unwrap();
-    let t = read_trace(&path).unwrap();
+    let path = common::TempFile::new("plain.pickle.gz");
+    let path = path.path();
+    std::fs::write(path, format!("{HEADER}\n{GOOD}\n")).unwrap();
+    let t = read_trace(path).unwrap();
     assert_eq!((t.name.as_str(), t.events.len()), ("plain", 1));
 }
 

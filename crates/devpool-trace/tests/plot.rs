@@ -11,9 +11,10 @@ fn svg_has_one_line_per_series() {
     let a = replay(&trace, &direct(MockBackend::shared()), &opts);
     let mut b = replay(&trace, &direct(MockBackend::shared()), &opts);
     b.strategy = "direct-again".into();
-    let path = common::temp_path("timeline.svg");
-    plot_timelines(&path, "resnet50_train", &[&a, &b]).unwrap();
-    let svg = std::fs::read_to_string(&path).unwrap();
+    let path = common::TempFile::new("timeline.svg");
+    let path = path.path();
+    plot_timelines(path, "resnet50_train", &[&a, &b]).unwrap();
+    let svg = std::fs::read_to_string(path).unwrap();
     assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(100)]);
     assert!(svg.contains("resnet50_train"));
     assert!(svg.contains("direct reserved"));
@@ -25,7 +26,8 @@ fn svg_has_one_line_per_series() {
 
 #[test]
 fn nothing_to_plot_is_an_error() {
-    let path = common::temp_path("empty.svg");
-    let e = plot_timelines(&path, "t", &[]).unwrap_err();
+    let path = common::TempFile::new("empty.svg");
+    let path = path.path();
+    let e = plot_timelines(path, "t", &[]).unwrap_err();
     assert!(matches!(e, TraceError::Plot { .. }), "{e}");
 }

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The bundled traces in traces/ at the repository root.
 pub fn traces_dir() -> PathBuf {
@@ -24,9 +24,29 @@ pub fn gunzip_text(file: &str) -> String {
     text
 }
 
-/// A fresh path in the system's temporary folder.
-pub fn temp_path(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("devpool-trace-tests-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir.join(name)
+/// A file in the system's temporary folder, removed when dropped.
+pub struct TempFile(PathBuf);
+
+impl TempFile {
+    /// A fresh path named `name` (the file is not created), in a folder of its own.
+    pub fn new(name: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("devpool-trace-test-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        TempFile(dir.join(name))
+    }
+
+    /// The path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
 }
