@@ -199,6 +199,18 @@ mod tests {
     }
 
     #[test]
+    fn times_run_past_midnight() {
+        let csv = "0,23:59:59.999999,allocate,0x10,5,0x0\n0,00:00:00.000001,free,0x10,5,0x0\n";
+        let t = read_rmm_csv(csv.as_bytes(), "t").unwrap();
+        assert_eq!(t.events[1].time_us - t.events[0].time_us, 2);
+        let mut out = Vec::new();
+        write_rmm_csv(&t, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains(",24:00:00.000001,"), "{text}");
+        assert_eq!(read_rmm_csv(text.as_bytes(), "t").unwrap(), t);
+    }
+
+    #[test]
     fn headerless_and_blank_lines() {
         let csv = "\n1,00:00:00.000001,ALLOCATE,10,5,0x2\n\n1,00:00:00.000002,free,0x10,5,2\n";
         let t = read_rmm_csv(csv.as_bytes(), "t").unwrap();

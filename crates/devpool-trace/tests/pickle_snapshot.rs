@@ -79,6 +79,18 @@ fn snapshot_reads_and_pairs_up() {
 }
 
 #[test]
+fn gzipped_snapshot_reads_the_same() {
+    use std::io::Write;
+    let bytes = std::fs::read(bundled("mlp_snapshot.pickle")).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&bytes).unwrap();
+    let tmp = common::TempFile::new("mlp_snapshot.pickle.gz");
+    std::fs::write(tmp.path(), gz.finish().unwrap()).unwrap();
+    let trace = read_trace(tmp.path()).unwrap();
+    assert_eq!(trace, read_trace(&bundled("mlp_snapshot.pickle")).unwrap());
+}
+
+#[test]
 fn not_a_snapshot() {
     // A pickle of a plain list: the protocol byte, then an empty list, then stop.
     let bytes = [0x80, 0x04, b']', b'.'];
