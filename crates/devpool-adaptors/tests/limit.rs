@@ -3,8 +3,8 @@ mod common;
 
 use devpool_adaptors::{Limit, Statistics};
 use devpool_core::{
-    direct, Allocator, Backend, Block, Error, MockBackend, MockConfig, Request, Result, Rng,
-    Stats, StreamId,
+    direct, Allocator, Backend, Block, Error, MockBackend, MockConfig, Request, Result, Rng, Stats,
+    StreamId,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,7 +14,10 @@ fn never_over_admits_under_eight_threads() {
     let cap: u64 = 4 << 20;
     // The statistics inside the limit see every block the limit lets through, and
     // their peak is exact: it must never pass the cap.
-    let a = Arc::new(Limit::new(Statistics::new(direct(MockBackend::shared())), cap));
+    let a = Arc::new(Limit::new(
+        Statistics::new(direct(MockBackend::shared())),
+        cap,
+    ));
     let refused = Arc::new(AtomicU64::new(0));
     let handles: Vec<_> = (0..8u64)
         .map(|t| {
@@ -75,8 +78,11 @@ impl<A: Allocator> Allocator for Coarse<A> {
         self.0.backend()
     }
     fn allocate(&self, req: Request) -> Result<Block> {
-        let size = devpool_core::align_up(req.effective_size(), 1 << 20)
-            .ok_or(Error::TooLarge { size: req.size, max: 0 })?;
+        let size =
+            devpool_core::align_up(req.effective_size(), 1 << 20).ok_or(Error::TooLarge {
+                size: req.size,
+                max: 0,
+            })?;
         let mut b = self.0.allocate(Request { size, ..req })?;
         b.requested = req.size;
         Ok(b)

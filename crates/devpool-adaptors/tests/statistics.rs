@@ -58,14 +58,21 @@ fn counters_match_a_model_of_the_run() {
         }
         let s = a.snapshot();
         let c = |x: devpool_adaptors::Counter| (x.current, x.peak, x.total);
-        assert_eq!(c(s.requested_bytes), m.requested, "requested at step {step}");
+        assert_eq!(
+            c(s.requested_bytes),
+            m.requested,
+            "requested at step {step}"
+        );
         assert_eq!(c(s.granted_bytes), m.granted, "granted at step {step}");
         assert_eq!(c(s.blocks), m.blocks, "blocks at step {step}");
         assert_eq!(s.allocations, m.blocks.2);
         assert_eq!((s.frees, s.failures), (m.frees, m.failures));
         assert_eq!(s.histogram.to_vec(), m.histogram);
     }
-    assert!(m.failures > 0 && m.frees > 0, "the run exercised every counter");
+    assert!(
+        m.failures > 0 && m.frees > 0,
+        "the run exercised every counter"
+    );
     // The wrapped allocator's own stats agree on what is live.
     let inner = a.stats();
     assert_eq!(inner.live_bytes.current, m.requested.0);
@@ -102,7 +109,11 @@ fn peaks_reset_to_current() {
     assert_eq!(s.requested_bytes.peak, x.requested as u64);
     assert_eq!(s.granted_bytes.peak, x.size as u64);
     assert_eq!(s.blocks.peak, 1);
-    assert_eq!(s.requested_bytes.total, (x.requested + y.requested) as u64, "totals stay");
+    assert_eq!(
+        s.requested_bytes.total,
+        (x.requested + y.requested) as u64,
+        "totals stay"
+    );
     a.free(x).unwrap();
 }
 
@@ -140,8 +151,18 @@ fn exact_under_eight_threads() {
         .map(|h| h.join().unwrap())
         .fold((0, 0), |x, y| (x.0 + y.0, x.1 + y.1));
     let s = a.snapshot();
-    assert_eq!((s.requested_bytes.total, s.allocations, s.frees), (bytes, n, n));
-    assert_eq!((s.requested_bytes.current, s.granted_bytes.current, s.blocks.current), (0, 0, 0));
+    assert_eq!(
+        (s.requested_bytes.total, s.allocations, s.frees),
+        (bytes, n, n)
+    );
+    assert_eq!(
+        (
+            s.requested_bytes.current,
+            s.granted_bytes.current,
+            s.blocks.current
+        ),
+        (0, 0, 0)
+    );
     assert!(s.blocks.peak <= 8 * 16 && s.blocks.peak >= 1);
     assert_eq!(s.histogram.iter().sum::<u64>(), n);
 }
@@ -156,7 +177,10 @@ fn forwards_and_names() {
     assert_eq!(a.stats().live_blocks.current, 1);
     let text = a.snapshot().to_string();
     assert!(text.contains("allocations 1"), "{text}");
-    assert!(text.contains("512 B ..="), "1000 B falls in [512, 1023]: {text}");
+    assert!(
+        text.contains("512 B ..="),
+        "1000 B falls in [512, 1023]: {text}"
+    );
     a.free(b).unwrap();
     assert_eq!(a.trim().unwrap(), 0);
 }

@@ -3,8 +3,8 @@
 #![allow(dead_code)]
 
 use devpool_core::{
-    align_up, Allocator, Backend, Block, Counters, Error, IntoBackend, MockBackend, Pool,
-    Request, Result, Stats, StreamId, StreamOrdered, MIN_ALIGN,
+    align_up, Allocator, Backend, Block, Counters, Error, IntoBackend, MockBackend, Pool, Request,
+    Result, Stats, StreamId, StreamOrdered, MIN_ALIGN,
 };
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -95,8 +95,7 @@ impl Pool for ReusePool {
         let mut total = 0;
         for (size, ptrs) in self.cache.lock().drain() {
             for p in ptrs {
-                self.backend
-                    .free_region(devpool_core::DevicePtr(p), size)?;
+                self.backend.free_region(devpool_core::DevicePtr(p), size)?;
                 self.counters.on_release(size);
                 total += size;
             }
@@ -185,7 +184,11 @@ pub fn check_tag(mock: &MockBackend, b: &Block, tag: u8, id: u64) {
     mock.copy_to_host(&mut back, b.ptr, b.stream)
         .expect("block memory is accessible");
     let body = if n >= 16 {
-        assert_eq!(&back[..8], &id.to_le_bytes(), "block {b:?} lost its id {id}");
+        assert_eq!(
+            &back[..8],
+            &id.to_le_bytes(),
+            "block {b:?} lost its id {id}"
+        );
         assert_eq!(
             &back[n - 8..],
             &id.to_le_bytes(),
