@@ -23,17 +23,20 @@ pub struct ReplayReport {
     pub frees: u64,
     /// The most requested bytes live at once.
     pub peak_live_bytes: u64,
-    /// The most device bytes the backend held at once.
+    /// The most device bytes the backend held at once (its own peak when the backend
+    /// was fresh, which also sees peaks inside a call; else the highest reading
+    /// after an event, less what the backend held before).
     pub peak_reserved_bytes: u64,
     /// `peak_reserved_bytes / peak_live_bytes`: 1.0 is no waste at all (0 when nothing
     /// was ever live).
     pub fragmentation_ratio: f64,
-    /// Granted minus requested bytes of the live blocks when reserved bytes peaked.
+    /// Granted minus requested bytes of the live blocks at `peak_event`, when the
+    /// reserved bytes read after each event first reached their highest.
     pub rounding_waste_at_peak: u64,
     /// The most granted-minus-requested bytes of live blocks at any time.
     pub peak_rounding_waste: u64,
-    /// Reserved minus granted bytes when reserved bytes peaked: memory held but not
-    /// handed out (0 when an allocator grants address space it has not backed).
+    /// Reserved minus granted bytes at `peak_event`: memory held but not handed out
+    /// (0 when an allocator grants address space it has not backed).
     pub cached_bytes_at_peak: u64,
     /// Index of the event after which reserved bytes first reached their sampled peak.
     pub peak_event: u64,
