@@ -71,12 +71,17 @@ fn threads(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group! {
-    name = benches;
-    config = Criterion::default()
-        .sample_size(20)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2));
-    targets = frame, pairs, threads
+// The macro makes an undocumented public function.
+#[allow(missing_docs)]
+mod group {
+    use super::*;
+    criterion_group! {
+        name = benches;
+        config = Criterion::default()
+            .sample_size(20)
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(2));
+        targets = frame, pairs, threads
+    }
 }
-criterion_main!(benches);
+criterion_main!(group::benches);

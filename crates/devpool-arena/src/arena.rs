@@ -54,8 +54,8 @@ pub struct Arena {
 /// }
 /// assert_eq!(a.arena_stats().chunks, 1); // one chunk served every frame
 /// ```
-pub fn arena(backend: Arc<impl Backend + 'static>, cfg: ArenaConfig) -> Arena {
-    let backend: Arc<dyn Backend> = backend;
+pub fn arena(backend: impl devpool_core::IntoBackend, cfg: ArenaConfig) -> Arena {
+    let backend: Arc<dyn Backend> = backend.into_backend();
     let b = backend.clone();
     let c = cfg.clone();
     Arena {

@@ -91,8 +91,7 @@ impl ArenaConfig {
         if self.chunk_size == 0 || self.chunk_size as u64 > MAX_CHUNK_BYTES {
             return bad("chunk_size must be between 1 B and 16 TiB");
         }
-        if self.max_chunk_size < self.chunk_size || self.max_chunk_size as u64 > MAX_CHUNK_BYTES
-        {
+        if self.max_chunk_size < self.chunk_size || self.max_chunk_size as u64 > MAX_CHUNK_BYTES {
             return bad("max_chunk_size must be between chunk_size and 16 TiB");
         }
         if self.growth == 0 {
@@ -107,7 +106,10 @@ impl ArenaConfig {
     /// The settings brought into range: sizes rounded up to 256 bytes and clamped.
     pub fn normalized(&self) -> Self {
         let max = MAX_CHUNK_BYTES as usize;
-        let chunk = self.chunk_size.clamp(MIN_ALIGN, max).next_multiple_of(MIN_ALIGN);
+        let chunk = self
+            .chunk_size
+            .clamp(MIN_ALIGN, max)
+            .next_multiple_of(MIN_ALIGN);
         ArenaConfig {
             chunk_size: chunk,
             max_chunk_size: self

@@ -37,11 +37,11 @@ use crate::records::{self, Record, Records};
 use crate::stats::{ArenaStats, PoolStats};
 use crate::word::{self, MAX_CHUNK_BYTES, NO_SLOT};
 use devpool_core::{
-    align_up, human_bytes, Backend, BackendError, Block, DeviceId, DevicePtr, Error, Pool,
-    Request, Result, Stats, StreamId, MIN_ALIGN,
+    align_up, human_bytes, Backend, BackendError, Block, DeviceId, DevicePtr, Error, Pool, Request,
+    Result, Stats, StreamId, MIN_ALIGN,
 };
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Arc;
 
 /// The largest alignment served: 1 GiB.
@@ -94,6 +94,9 @@ pub struct ArenaPool {
     ledger: AtomicU64,
     next_record: AtomicU64,
     epoch: AtomicU64,
+    /// The last block was freed but a fence held the rewind back: the next allocation
+    /// tries again.
+    rewind_due: AtomicBool,
     descs: Box<[Desc]>,
     records: Records,
     stats: PoolStats,
@@ -138,6 +141,7 @@ impl ArenaPool {
             ledger: AtomicU64::new(word::counted(FIRST_EPOCH, 0)),
             next_record: AtomicU64::new(word::counted(FIRST_EPOCH, 0)),
             epoch: AtomicU64::new(FIRST_EPOCH),
+            rewind_due: AtomicBool::new(false),
             descs: (0..n).map(|_| Desc::default()).collect(),
             records: Records::default(),
             stats: PoolStats::default(),
@@ -176,12 +180,8 @@ impl ArenaPool {
     /// reset itself is done.
     pub fn reset(&self) -> Result<()> {
         let mut g = self.inner.lock();
-        let prev = self
-            .ledger
-            .swap(word::counted(g.epoch + 1, 0), AcqRel);
-        self.stats
-            .reclaimed
-            .fetch_add(word::count(prev), Relaxed);
+        let prev = self.ledger.swap(word::counted(g.epoch + 1, 0), AcqRel);
+        self.stats.reclaimed.fetch_add(word::count(prev), Relaxed);
         self.stats.resets.fetch_add(1, Relaxed);
         g.fence.forget();
         self.turn(&mut g, Turn::Reset).map(drop)
@@ -240,12 +240,10 @@ impl ArenaPool {
             if end > cap {
                 return None;
             }
-            match self.cursor.compare_exchange_weak(
-                c,
-                word::cursor(e, slot, end),
-                AcqRel,
-                Acquire,
-            ) {
+            match self
+                .cursor
+                .compare_exchange_weak(c, word::cursor(e, slot, end), AcqRel, Acquire)
+            {
                 Ok(_) => return Some((base + start, e)),
                 Err(now) => c = now,
             }
@@ -272,7 +270,11 @@ impl ArenaPool {
             return Ok(None);
         }
         let index = word::count(r);
-        let rec = match self.records.slot(index).filter(|_| index <= word::MAX_INDEX) {
+        let rec = match self
+            .records
+            .slot(index)
+            .filter(|_| index <= word::MAX_INDEX)
+        {
             Some(rec) => rec,
             None => {
                 self.uncount(short);
@@ -357,9 +359,7 @@ impl ArenaPool {
             // gets that chunk to itself; the cursor stays where the room is.
             g.retired += end;
         } else {
-            let prev = self
-                .cursor
-                .swap(word::cursor(epoch, slot, end), AcqRel);
+            let prev = self.cursor.swap(word::cursor(epoch, slot, end), AcqRel);
             let (_, ps, poff) = word::split_cursor(prev);
             if ps != NO_SLOT {
                 g.retired += poff;
@@ -448,8 +448,7 @@ impl ArenaPool {
     fn turn(&self, g: &mut Inner, how: Turn) -> Result<usize> {
         let (old, new) = (g.epoch, g.epoch + 1);
         // Bumps of the old epoch fail from here; new ones wait for the lock.
-        self.cursor
-            .store(word::cursor(new, NO_SLOT, 0), Release);
+        self.cursor.store(word::cursor(new, NO_SLOT, 0), Release);
         self.next_record.store(word::counted(new, 0), Release);
         self.stats.turn(old, new);
         g.epoch = new;
@@ -482,10 +481,7 @@ impl ArenaPool {
             let Some(c) = g.chunks.remove(slot, &self.descs) else {
                 continue;
             };
-            match self
-                .backend
-                .free_region(DevicePtr(c.base), c.size as usize)
-            {
+            match self.backend.free_region(DevicePtr(c.base), c.size as usize) {
                 Ok(()) => {
                     self.stats.backend.on_release(c.size as usize);
                     released += c.size as usize;
@@ -559,11 +555,21 @@ impl ArenaPool {
         self.stats.on_free(epoch, block.requested, block.size);
         if self.uncount(word::short(epoch)) == Some(1) && self.cfg.rewind_when_empty {
             let mut g = self.inner.lock();
-            if g.epoch == epoch {
-                self.try_rewind(&mut g);
+            if g.epoch == epoch && !self.try_rewind(&mut g) {
+                self.rewind_due.store(true, Relaxed);
             }
         }
         Ok(())
+    }
+
+    /// Try the rewind a fence held back, before the allocation that ends the chance.
+    #[cold]
+    fn rewind_if_due(&self) {
+        let mut g = self.inner.lock();
+        self.rewind_due.store(false, Relaxed);
+        if self.cfg.rewind_when_empty {
+            self.try_rewind(&mut g);
+        }
     }
 }
 
@@ -571,6 +577,9 @@ impl Pool for ArenaPool {
     #[inline]
     fn allocate(&self, req: &Request) -> Result<Block> {
         let (size, align) = measure(req)?;
+        if self.rewind_due.load(Relaxed) {
+            self.rewind_if_due();
+        }
         loop {
             let (ptr, short) = match self.bump(size, align) {
                 Some(x) => x,
@@ -601,13 +610,10 @@ impl Pool for ArenaPool {
         let mut g = self.inner.lock();
         let mut first_err = None;
         if word::count(self.ledger.load(Acquire)) == 0 {
-            let settled = g
-                .fence
-                .settle(&*self.backend, true)
-                .unwrap_or_else(|e| {
-                    first_err = Some(e);
-                    true
-                });
+            let settled = g.fence.settle(&*self.backend, true).unwrap_or_else(|e| {
+                first_err = Some(e);
+                true
+            });
             if settled && self.close_if_empty(&g) {
                 self.stats.rewinds.fetch_add(1, Relaxed);
                 let r = self.turn(&mut g, Turn::TrimAll);
@@ -657,9 +663,7 @@ impl Drop for ArenaPool {
         let all = g.chunks.beyond(0);
         for slot in all {
             if let Some(c) = g.chunks.remove(slot, &self.descs) {
-                let _ = self
-                    .backend
-                    .free_region(DevicePtr(c.base), c.size as usize);
+                let _ = self.backend.free_region(DevicePtr(c.base), c.size as usize);
             }
         }
     }

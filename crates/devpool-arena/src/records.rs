@@ -61,7 +61,12 @@ impl Record {
     #[inline]
     pub fn kill(&self, epoch: u64) -> bool {
         self.tag
-            .compare_exchange(live(epoch), dead(epoch), Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(
+                live(epoch),
+                dead(epoch),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
             .is_ok()
     }
 }

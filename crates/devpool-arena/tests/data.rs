@@ -1,0 +1,89 @@
+//! Host-backed mock: data written in a frame reads back until the frame ends, and the
+//! next frame reuses the same memory without disturbing its own blocks.
+use devpool_arena::{arena, ArenaConfig, MIB};
+use devpool_core::testing::{check_blocks, Rng};
+use devpool_core::{Allocator, Backend, Block, MockBackend, MockConfig, Request, StreamId};
+
+fn verify(mock: &MockBackend, b: &Block, tag: u8) {
+    let mut back = vec![0u8; b.requested.max(1)];
+    mock.copy_to_host(&mut back, b.ptr, b.stream)
+        .expect("block memory is accessible");
+    assert!(
+        back.iter().all(|&x| x == tag),
+        "{b:?} lost its pattern {tag}"
+    );
+}
+
+#[test]
+fn data_survives_within_frames_and_memory_is_reused_across_them() {
+    let mock = MockBackend::shared_with(MockConfig::default().host_backed().capacity(1 << 30));
+    let a = arena(
+        mock.clone(),
+        ArenaConfig::default()
+            .chunk_size(MIB)
+            .max_chunk_size(8 * MIB),
+    );
+    let mut rng = Rng::new(5);
+    let mut last_frame: Vec<Block> = Vec::new();
+    for frame in 0..12u32 {
+        let mut live: Vec<(Block, u8)> = Vec::new();
+        for i in 0..150u32 {
+            let align = 256usize << rng.below(6);
+            let req = Request::new(rng.log_uniform(1, 512 << 10)).with_align(align);
+            let b = a.allocate(req).unwrap();
+            let tag = ((frame * 151 + i) % 251) as u8 + 1;
+            mock.memset(b.ptr, tag, b.requested.max(1), b.stream)
+                .unwrap();
+            live.push((b, tag));
+            // Free some blocks as the frame goes; the others must keep their data.
+            if rng.below(4) == 0 {
+                let (old, t) = live.swap_remove(rng.below(live.len() as u64) as usize);
+                verify(&mock, &old, t);
+                a.free(old).unwrap();
+            }
+        }
+        let blocks: Vec<Block> = live.iter().map(|(b, _)| *b).collect();
+        check_blocks(&blocks);
+        for (b, tag) in &live {
+            verify(&mock, b, *tag);
+        }
+        if frame > 0 {
+            let reused = blocks.iter().any(|b| {
+                last_frame
+                    .iter()
+                    .any(|o| b.ptr.0 < o.ptr.0 + o.size as u64 && o.ptr.0 < b.ptr.0 + b.size as u64)
+            });
+            assert!(reused, "frame {frame} reuses the memory of the last one");
+        }
+        last_frame = blocks;
+        a.reset().unwrap();
+    }
+    a.trim().unwrap();
+    assert_eq!(mock.counters().bytes_in_use.current, 0);
+}
+
+#[test]
+fn blocks_on_two_streams_never_share_memory() {
+    let mock = MockBackend::shared_with(MockConfig::default().host_backed().capacity(1 << 30));
+    let a = arena(mock.clone(), ArenaConfig::default().chunk_size(MIB));
+    let streams = [StreamId(1), StreamId(2)];
+    for frame in 0..4u8 {
+        let mut live = Vec::new();
+        for i in 0..100usize {
+            let s = streams[i % 2];
+            let b = a
+                .allocate(Request::new(1000 + 37 * i).on_stream(s))
+                .unwrap();
+            let tag = frame * 50 + (i % 50) as u8 + 1;
+            mock.memset(b.ptr, tag, b.requested, s).unwrap();
+            live.push((b, tag));
+        }
+        let blocks: Vec<Block> = live.iter().map(|(b, _)| *b).collect();
+        check_blocks(&blocks);
+        for (b, tag) in &live {
+            verify(&mock, b, *tag);
+        }
+        a.reset_stream(streams[(frame % 2) as usize]).unwrap();
+        a.reset_stream(streams[1 - (frame % 2) as usize]).unwrap();
+    }
+}
