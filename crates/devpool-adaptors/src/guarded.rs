@@ -123,6 +123,22 @@ impl<A: Allocator> Guarded<A> {
         Ok(None)
     }
 
+    /// An out-of-memory error of the wrapped allocator, told in the caller's terms.
+    fn callers_oom(&self, e: Error, req: &Request, total: usize) -> Error {
+        match e {
+            Error::OutOfMemory(mut info) => {
+                info.requested = req.size;
+                info.live = self.counters.snapshot().live_bytes.current;
+                info.note = format!(
+                    "{}; {} B asked of the wrapped allocator, guards included",
+                    info.note, total
+                );
+                Error::OutOfMemory(info)
+            }
+            other => other,
+        }
+    }
+
     fn check_device(&self, block: &Block) -> Result<()> {
         let dev = self.inner.device();
         if block.device != dev {
@@ -174,7 +190,10 @@ impl<A: Allocator> Allocator for Guarded<A> {
             .checked_add(size)
             .and_then(|v| v.checked_add(self.guard))
             .ok_or(too_large)?;
-        let inner = self.inner.allocate(Request { size: total, ..req })?;
+        let inner = self
+            .inner
+            .allocate(Request { size: total, ..req })
+            .map_err(|e| self.callers_oom(e, &req, total))?;
         let user = Block {
             ptr: DevicePtr(inner.ptr.0 + front as u64),
             size,

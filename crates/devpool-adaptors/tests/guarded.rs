@@ -202,3 +202,22 @@ fn cross_stream_free_waits_and_checks() {
     assert_eq!(a.stats().live_blocks.current, 0);
     assert_eq!(mock.counters().bytes_in_use.current, 0);
 }
+
+#[test]
+fn out_of_memory_is_told_in_the_callers_terms() {
+    let mock = MockBackend::shared_with(MockConfig::default().host_backed().capacity(8 << 20));
+    let a = Guarded::new(direct(mock.clone()));
+    let keep = a.alloc(1000).unwrap();
+    let e = a.alloc(64 << 20).unwrap_err();
+    let Error::OutOfMemory(info) = &e else {
+        panic!("{e}")
+    };
+    assert_eq!(
+        info.requested,
+        64 << 20,
+        "the caller's request, not the guarded one"
+    );
+    assert_eq!(info.live, 1000);
+    assert!(info.note.contains("guards included"), "{}", info.note);
+    a.free(keep).unwrap();
+}
