@@ -1,0 +1,30 @@
+//! # devpool-hybrid
+//!
+//! A router that sends each request to the strategy that suits its size:
+//!
+//! | route | sizes (training preset) | strategy |
+//! |---|---|---|
+//! | small | up to 1 MiB | [`devpool_slab`]: size classes, O(1), per-thread caches |
+//! | large | above 1 MiB | a virtual-memory strategy: TLSF best fit ([`devpool_tlsf`]) or buddy ([`devpool_buddy`]), pages mapped only for bytes in use |
+//! | huge | from the `huge_min` threshold (off in the presets) | one backend region per block ([`devpool_core::DirectPool`]) |
+//!
+//! Routing is one or two compares on the request size; a block remembers its route
+//! in the top two bits of its handle, so a free goes straight back to the strategy
+//! that made it.
+//!
+//! ```
+//! use devpool_core::{Allocator, MockBackend};
+//! use devpool_hybrid::{hybrid, HybridConfig};
+//! let alloc = hybrid(MockBackend::shared(), HybridConfig::training());
+//! let small = alloc.alloc(4096).unwrap();
+//! let large = alloc.alloc(100 << 20).unwrap();
+//! alloc.free(small).unwrap();
+//! alloc.free(large).unwrap();
+//! ```
+#![warn(missing_docs)]
+
+mod config;
+mod pool;
+
+pub use config::{HybridConfig, LargeStrategy, PRESETS};
+pub use pool::{hybrid, route_stats, HybridPool, Route, RouteStats};

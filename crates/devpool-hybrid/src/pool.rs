@@ -1,0 +1,204 @@
+//! The router itself.
+
+use crate::config::{HybridConfig, LargeStrategy};
+use devpool_buddy::BuddyPool;
+use devpool_core::{
+    Allocator, Backend, Block, DirectPool, Error, IntoBackend, Pool, Request, Result, Stats,
+    StreamOrdered,
+};
+use devpool_slab::SlabPool;
+use devpool_tlsf::TlsfPool;
+use serde::Serialize;
+use std::sync::Arc;
+
+const ROUTE_SHIFT: u32 = 62;
+const HANDLE_MASK: u64 = (1 << ROUTE_SHIFT) - 1;
+
+/// A route of the hybrid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Route {
+    /// The slab.
+    Small = 0,
+    /// The large-block strategy.
+    Large = 1,
+    /// One backend region per block.
+    Huge = 2,
+}
+
+enum Large {
+    Tlsf(TlsfPool),
+    Buddy(BuddyPool),
+}
+
+impl Large {
+    #[inline]
+    fn pool(&self) -> &dyn Pool {
+        match self {
+            Large::Tlsf(p) => p,
+            Large::Buddy(p) => p,
+        }
+    }
+}
+
+/// One stream's hybrid pool: a slab, a large-block pool and a direct pool.
+pub struct HybridPool {
+    small_max: usize,
+    huge_min: usize,
+    slab: SlabPool,
+    large: Large,
+    huge: DirectPool,
+}
+
+impl HybridPool {
+    /// A hybrid pool over `backend`.
+    pub fn new(backend: Arc<dyn Backend>, cfg: HybridConfig) -> Self {
+        let large = match cfg.large {
+            LargeStrategy::Tlsf(c) => Large::Tlsf(TlsfPool::new(backend.clone(), c)),
+            LargeStrategy::Buddy(c) => Large::Buddy(BuddyPool::new(backend.clone(), c)),
+        };
+        HybridPool {
+            small_max: cfg.small_max,
+            huge_min: cfg.huge_min,
+            slab: SlabPool::new(backend.clone(), cfg.slab),
+            large,
+            huge: DirectPool::new(backend),
+        }
+    }
+
+    /// The route a request of `size` bytes takes.
+    #[inline]
+    pub fn route(&self, size: usize) -> Route {
+        if size <= self.small_max {
+            Route::Small
+        } else if size < self.huge_min {
+            Route::Large
+        } else {
+            Route::Huge
+        }
+    }
+
+    #[inline]
+    fn pool(&self, r: Route) -> &dyn Pool {
+        match r {
+            Route::Small => &self.slab,
+            Route::Large => self.large.pool(),
+            Route::Huge => &self.huge,
+        }
+    }
+
+    /// Statistics of one route.
+    pub fn stats_of(&self, r: Route) -> Stats {
+        self.pool(r).stats()
+    }
+
+    #[inline]
+    fn split(block: &Block) -> Result<(Route, Block)> {
+        let route = match block.handle >> ROUTE_SHIFT {
+            0 => Route::Small,
+            1 => Route::Large,
+            2 => Route::Huge,
+            _ => return Err(Error::NotOwned { ptr: block.ptr }),
+        };
+        let mut inner = *block;
+        inner.handle &= HANDLE_MASK;
+        Ok((route, inner))
+    }
+}
+
+impl Pool for HybridPool {
+    #[inline]
+    fn allocate(&self, req: &Request) -> Result<Block> {
+        let route = self.route(req.effective_size());
+        let mut b = match self.pool(route).allocate(req) {
+            // A slab that cannot honour an alignment hands the request on.
+            Err(Error::InvalidAlignment { .. } | Error::TooLarge { .. })
+                if route == Route::Small =>
+            {
+                return self.allocate_on(Route::Large, req);
+            }
+            r => r?,
+        };
+        debug_assert!(b.handle <= HANDLE_MASK);
+        b.handle |= (route as u64) << ROUTE_SHIFT;
+        Ok(b)
+    }
+
+    #[inline]
+    fn deallocate(&self, block: &Block) -> Result<()> {
+        let (route, inner) = Self::split(block)?;
+        self.pool(route).deallocate(&inner)
+    }
+
+    fn check(&self, block: &Block) -> Result<()> {
+        let (route, inner) = Self::split(block)?;
+        self.pool(route).check(&inner)
+    }
+
+    fn stats(&self) -> Stats {
+        let mut s = self.slab.stats();
+        s.merge(&self.large.pool().stats());
+        s.merge(&self.huge.stats());
+        s
+    }
+
+    fn trim(&self) -> Result<usize> {
+        Ok(self.slab.trim()? + self.large.pool().trim()? + self.huge.trim()?)
+    }
+
+    fn describe_cache(&self) -> String {
+        let parts = [
+            ("small (slab)", &self.slab as &dyn Pool),
+            ("large", self.large.pool()),
+        ];
+        let (name, p) = parts
+            .iter()
+            .max_by_key(|(_, p)| p.stats().cached_bytes())
+            .expect("two routes");
+        let d = p.describe_cache();
+        format!(
+            "route {name} holds {} unused{}{d}",
+            devpool_core::human_bytes(p.stats().cached_bytes()),
+            if d.is_empty() { "" } else { ": " }
+        )
+    }
+}
+
+impl HybridPool {
+    fn allocate_on(&self, route: Route, req: &Request) -> Result<Block> {
+        let mut b = self.pool(route).allocate(req)?;
+        b.handle |= (route as u64) << ROUTE_SHIFT;
+        Ok(b)
+    }
+}
+
+/// The hybrid allocator over `backend`: one [`HybridPool`] per stream.
+pub fn hybrid(backend: impl IntoBackend, cfg: HybridConfig) -> StreamOrdered<HybridPool> {
+    let backend = backend.into_backend();
+    let b = backend.clone();
+    StreamOrdered::new("hybrid", backend, move |_| {
+        HybridPool::new(b.clone(), cfg.clone())
+    })
+}
+
+/// Statistics per route, summed over every stream's pool.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct RouteStats {
+    /// The slab route.
+    pub small: Stats,
+    /// The large route.
+    pub large: Stats,
+    /// The huge route.
+    pub huge: Stats,
+}
+
+/// Per-route statistics of a hybrid allocator.
+pub fn route_stats(alloc: &StreamOrdered<HybridPool>) -> RouteStats {
+    let mut r = RouteStats::default();
+    for (_, p) in alloc.pools() {
+        r.small.merge(&p.stats_of(Route::Small));
+        r.large.merge(&p.stats_of(Route::Large));
+        r.huge.merge(&p.stats_of(Route::Huge));
+    }
+    let _ = alloc.name();
+    r
+}

@@ -1,0 +1,97 @@
+//! Routing: each size goes where the configuration says, frees go back to the route
+//! that made the block, and per-route statistics add up to the whole.
+use devpool_core::{Allocator, Backend, Block, MockBackend, MockConfig, Request, Rng};
+use devpool_hybrid::{hybrid, route_stats, HybridConfig, HybridPool, Route};
+use proptest::prelude::*;
+
+#[test]
+fn sizes_take_their_routes() {
+    let cfg = HybridConfig {
+        huge_min: 256 << 20,
+        ..HybridConfig::training()
+    };
+    let small_max = cfg.small_max;
+    let alloc = hybrid(MockBackend::shared(), cfg.clone());
+    let pool = HybridPool::new(MockBackend::shared(), cfg);
+    for (size, want) in [
+        (1usize, Route::Small),
+        (small_max, Route::Small),
+        (small_max + 1, Route::Large),
+        ((256 << 20) - 1, Route::Large),
+        (256 << 20, Route::Huge),
+    ] {
+        assert_eq!(pool.route(size), want, "size {size}");
+        let b = alloc.alloc(size).unwrap();
+        let r = route_stats(&alloc);
+        let on = |s: &devpool_core::Stats| s.live_blocks.current;
+        let counts = [on(&r.small), on(&r.large), on(&r.huge)];
+        assert_eq!(counts.iter().sum::<u64>(), 1);
+        assert_eq!(counts[want as usize], 1, "size {size} went to {counts:?}");
+        alloc.free(b).unwrap();
+    }
+}
+
+#[test]
+fn forged_route_bits_are_rejected() {
+    let alloc = hybrid(MockBackend::shared(), HybridConfig::training());
+    let b = alloc.alloc(4096).unwrap();
+    for route in 1..4u64 {
+        let mut forged = b;
+        forged.handle = (b.handle & ((1 << 62) - 1)) | (route << 62);
+        assert!(alloc.free(forged).is_err(), "route {route}");
+    }
+    alloc.free(b).unwrap();
+    assert_eq!(alloc.stats().live_blocks.current, 0);
+}
+
+#[test]
+fn large_alignment_from_the_small_route_is_served() {
+    let alloc = hybrid(MockBackend::shared(), HybridConfig::training());
+    let b = alloc
+        .allocate(Request::new(1000).with_align(1 << 20))
+        .unwrap();
+    assert!(b.ptr.is_aligned(1 << 20));
+    alloc.free(b).unwrap();
+}
+
+#[test]
+fn without_virtual_memory_the_large_route_uses_regions() {
+    let mock = MockBackend::shared_with(MockConfig::default().without_virtual());
+    let alloc = hybrid(mock.clone(), HybridConfig::training());
+    let b = alloc.alloc(100 << 20).unwrap();
+    assert_eq!(mock.counters().pages_mapped, 0);
+    assert!(mock.counters().region_allocs >= 1);
+    alloc.free(b).unwrap();
+    alloc.trim().unwrap();
+    assert_eq!(mock.counters().bytes_in_use.current, 0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #[test]
+    fn route_stats_add_up(seed in any::<u64>(), steps in 1usize..300) {
+        let alloc = hybrid(MockBackend::shared(), HybridConfig::inference());
+        let mut rng = Rng::new(seed);
+        let mut live: Vec<Block> = Vec::new();
+        for _ in 0..steps {
+            if live.is_empty() || rng.below(3) != 0 {
+                live.push(alloc.alloc(rng.log_uniform(1, 2 << 30)).unwrap());
+            } else {
+                let b = live.swap_remove(rng.below(live.len() as u64) as usize);
+                alloc.free(b).unwrap();
+            }
+            let whole = alloc.stats();
+            let r = route_stats(&alloc);
+            let sum = |f: fn(&devpool_core::Stats) -> u64| f(&r.small) + f(&r.large) + f(&r.huge);
+            prop_assert_eq!(sum(|s| s.live_bytes.current), whole.live_bytes.current);
+            prop_assert_eq!(sum(|s| s.reserved_bytes.current), whole.reserved_bytes.current);
+            prop_assert_eq!(sum(|s| s.live_blocks.current), live.len() as u64);
+            prop_assert_eq!(whole.live_bytes.current, live.iter().map(|b| b.requested as u64).sum::<u64>());
+        }
+        for b in live {
+            alloc.free(b).unwrap();
+        }
+        alloc.trim().unwrap();
+        prop_assert_eq!(alloc.backend().counters().bytes_in_use.current, 0);
+    }
+}
