@@ -13,9 +13,10 @@ use std::sync::Arc;
 
 /// A pool that keeps freed regions by size and hands the last one freed out first, so
 /// addresses come back at once (the direct pool never reuses an address on the mock).
+/// A free must name the block's pointer, size and requested size.
 pub struct ReusePool {
     backend: Arc<dyn Backend>,
-    live: Mutex<HashMap<u64, usize>>,
+    live: Mutex<HashMap<u64, (usize, usize)>>,
     cache: Mutex<HashMap<usize, Vec<u64>>>,
     counters: Counters,
 }
@@ -50,7 +51,7 @@ impl Pool for ReusePool {
                 p
             }
         };
-        self.live.lock().insert(ptr.0, size);
+        self.live.lock().insert(ptr.0, (size, req.size));
         self.counters.on_alloc(req.size, size);
         Ok(Block {
             ptr,
@@ -65,7 +66,7 @@ impl Pool for ReusePool {
     fn deallocate(&self, block: &Block) -> Result<()> {
         let mut live = self.live.lock();
         match live.get(&block.ptr.0) {
-            Some(&s) if s == block.size => {
+            Some(&s) if s == (block.size, block.requested) => {
                 live.remove(&block.ptr.0);
                 drop(live);
                 self.counters.on_free(block.requested, block.size);
@@ -82,7 +83,7 @@ impl Pool for ReusePool {
 
     fn check(&self, block: &Block) -> Result<()> {
         match self.live.lock().get(&block.ptr.0) {
-            Some(&s) if s == block.size => Ok(()),
+            Some(&s) if s == (block.size, block.requested) => Ok(()),
             _ => Err(Error::NotOwned { ptr: block.ptr }),
         }
     }
@@ -107,7 +108,7 @@ impl Pool for ReusePool {
 impl Drop for ReusePool {
     fn drop(&mut self) {
         let _ = self.trim();
-        for (p, size) in self.live.get_mut().drain() {
+        for (p, (size, _)) in self.live.get_mut().drain() {
             let _ = self.backend.free_region(devpool_core::DevicePtr(p), size);
         }
     }
