@@ -1,0 +1,154 @@
+//! `devpool`: compare allocation strategies on real traces, replay one, benchmark
+//! them, and show the device.
+
+mod bench;
+mod compare;
+mod info;
+mod target;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// GPU device-memory allocators: compare strategies on real allocation traces,
+/// replay a trace, benchmark latency, show the device.
+///
+/// Everything runs on a CPU mock of an H200's memory unless `--backend cuda` is given.
+#[derive(Parser)]
+#[command(name = "devpool", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Where device memory comes from.
+#[derive(clap::Args, Clone, Debug)]
+pub struct BackendArgs {
+    /// `mock` (a CPU stand-in for a 141 GiB H200, the default) or `cuda` (a real GPU).
+    #[arg(long, default_value = "mock")]
+    pub backend: String,
+    /// CUDA device ordinal (with `--backend cuda`).
+    #[arg(long, default_value_t = 0)]
+    pub device: u32,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Replay traces through every strategy: a table of fragmentation (peak device
+    /// bytes held over peak live bytes), rounding waste, backend calls and latency,
+    /// and an SVG plot per trace of live against held bytes over time.
+    Compare {
+        /// Trace files (RMM CSV logs, plain or gzip, or PyTorch snapshot pickles).
+        /// Default: every trace in the bundled traces/ folder.
+        traces: Vec<PathBuf>,
+        /// Comma-separated strategies (default: all; see `devpool strategies`).
+        #[arg(long, value_delimiter = ',')]
+        strategies: Vec<String>,
+        /// Folder for the SVG plots.
+        #[arg(long, default_value = "devpool-plots")]
+        plots: PathBuf,
+        /// Print one JSON array of the replay reports instead of the table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        backend: BackendArgs,
+    },
+    /// Replay one trace through one strategy.
+    Replay {
+        /// The trace file.
+        trace: PathBuf,
+        /// The strategy (see `devpool strategies`).
+        #[arg(long, default_value = "hybrid")]
+        strategy: String,
+        /// Write an SVG plot of live against held bytes here.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+        /// Print one JSON object (strategy, trace, events, peak_live_bytes,
+        /// peak_reserved_bytes, fragmentation_ratio, failed_allocations, ...).
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        backend: BackendArgs,
+    },
+    /// Latency workloads for every strategy: same-size pairs at 4 KiB, 1 MiB and
+    /// 64 MiB, the RMM-style random loop, and pairs on 1 and N threads each on its own
+    /// stream. With `--backend cuda`, the driver's own allocators (cuMemAlloc,
+    /// cuMemAllocAsync) run the same workloads in the same process.
+    Bench {
+        /// Print a JSON array of {strategy, workload, threads, ns_per_op, ...}.
+        #[arg(long)]
+        json: bool,
+        /// Comma-separated strategies (default: all that suit each workload).
+        #[arg(long, value_delimiter = ',')]
+        strategies: Vec<String>,
+        /// Thread counts for the multi-threaded pairs (default: 1 and the number of cores).
+        #[arg(long, value_delimiter = ',')]
+        threads: Vec<usize>,
+        /// Steps of the random loop.
+        #[arg(long, default_value_t = 200_000)]
+        steps: usize,
+        /// Pairs per single-thread pair workload.
+        #[arg(long, default_value_t = 200_000)]
+        pairs: usize,
+        #[command(flatten)]
+        backend: BackendArgs,
+    },
+    /// Which backend is in use; the device's name and memory when a GPU is present.
+    Info {
+        #[command(flatten)]
+        backend: BackendArgs,
+    },
+    /// List the strategies.
+    Strategies,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.command {
+        Command::Compare {
+            traces,
+            strategies,
+            plots,
+            json,
+            backend,
+        } => compare::compare(traces, strategies, plots, json, &backend),
+        Command::Replay {
+            trace,
+            strategy,
+            plot,
+            json,
+            backend,
+        } => compare::replay_one(trace, &strategy, plot, json, &backend),
+        Command::Bench {
+            json,
+            strategies,
+            threads,
+            steps,
+            pairs,
+            backend,
+        } => bench::bench(
+            bench::BenchArgs {
+                json,
+                strategies,
+                threads,
+                steps,
+                pairs,
+            },
+            &backend,
+        ),
+        Command::Info { backend } => info::info(&backend),
+        Command::Strategies => {
+            for s in devpool::STRATEGIES {
+                println!("{:18} {}", s.name, s.about);
+            }
+            Ok(())
+        }
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("devpool: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
