@@ -37,6 +37,10 @@ pub struct ArenaConfig {
     /// Whether the arena rewinds to its first chunk by itself once every block has
     /// been freed (default true). Off, memory comes back only at reset and trim.
     pub rewind_when_empty: bool,
+    /// Whether freeing the block bumped last in the current chunk gives its room back
+    /// at once, so that blocks freed in stack order are reused within the frame
+    /// (default true).
+    pub reuse_last: bool,
 }
 
 impl Default for ArenaConfig {
@@ -48,6 +52,7 @@ impl Default for ArenaConfig {
             keep_chunks: 4,
             max_chunks: 64,
             rewind_when_empty: true,
+            reuse_last: true,
         }
     }
 }
@@ -81,6 +86,14 @@ impl ArenaConfig {
     /// Rewind by itself when every block is freed, or not.
     pub fn rewind_when_empty(mut self, on: bool) -> Self {
         self.rewind_when_empty = on;
+        self
+    }
+
+    /// Give the room of the last block back when it is freed, or not. With both this
+    /// and [`rewind_when_empty`](ArenaConfig::rewind_when_empty) off, no address is
+    /// handed out twice within a frame, which helps to catch a use after free.
+    pub fn reuse_last(mut self, on: bool) -> Self {
+        self.reuse_last = on;
         self
     }
 
@@ -120,6 +133,7 @@ impl ArenaConfig {
             keep_chunks: self.keep_chunks,
             max_chunks: self.max_chunks.clamp(1, MAX_SLOTS),
             rewind_when_empty: self.rewind_when_empty,
+            reuse_last: self.reuse_last,
         }
     }
 

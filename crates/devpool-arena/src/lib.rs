@@ -16,7 +16,9 @@
 //!   pointer: [`Error::NotOwned`], second free: [`Error::DoubleFree`]) and counted
 //!   at once in the statistics, but its memory is reused only when the arena begins a
 //!   new epoch: at a reset, or by itself once every block has been freed (a rewind).
-//!   Blocks of an epoch that ended are rejected, never confused with new ones.
+//!   The one exception is the block bumped last, whose room comes back at once, so
+//!   temporaries freed in stack order are reused within the frame. Blocks of an epoch
+//!   that ended, or already freed, are rejected, never confused with new ones.
 //! - [`trim`](devpool_core::Allocator::trim) gives back the chunks not used in the
 //!   current epoch, and every chunk once nothing is live.
 //! - Metadata stays on the host; the arena never touches the memory it manages.

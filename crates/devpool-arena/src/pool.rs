@@ -17,9 +17,12 @@
 //!   that is not the block's, a forged size, a second free, or a block of an epoch
 //!   that ended are errors that change nothing.
 //! - **Frees** are checked and counted at once (the live figures drop), but their
-//!   memory is reused only when a new epoch begins. That keeps allocation a bump and
-//!   a free a few atomic operations, which is the point of an arena; a workload that
-//!   needs freed memory back mid-frame wants a general pool instead.
+//!   memory is reused only when a new epoch begins, with one exception: freeing the
+//!   block bumped last in the current chunk moves the cursor back over it
+//!   ([`ArenaConfig::reuse_last`]), so temporaries freed in stack order cost nothing.
+//!   That keeps allocation a bump and a free a few atomic operations, which is the
+//!   point of an arena; a workload that needs freed memory back in any order
+//!   mid-frame wants a general pool instead.
 //! - **Epochs.** A new epoch begins, in O(chunks), at [`reset`](ArenaPool::reset)
 //!   (live blocks are reclaimed), at a rewind (the last live block was freed, see
 //!   [`ArenaConfig::rewind_when_empty`]), and when [`trim`](Pool::trim) finds nothing
@@ -264,6 +267,7 @@ impl ArenaPool {
                 Err(now) => l = now,
             }
         }
+        let live_blocks = word::count(l) + 1;
         let r = self.next_record.fetch_add(1, AcqRel);
         if word::count_epoch(r) != short {
             self.uncount(short);
@@ -286,7 +290,8 @@ impl ArenaPool {
         };
         let epoch = word::full_epoch(self.epoch.load(Acquire), short);
         rec.write(epoch, ptr, req.size as u64);
-        self.stats.on_alloc(epoch, req.size, size as usize);
+        self.stats
+            .on_alloc(epoch, req.size, size as usize, live_blocks);
         Ok(Some(Block {
             ptr: DevicePtr(ptr),
             size: size as usize,
@@ -449,8 +454,13 @@ impl ArenaPool {
         let (old, new) = (g.epoch, g.epoch + 1);
         // Bumps of the old epoch fail from here; new ones wait for the lock.
         self.cursor.store(word::cursor(new, NO_SLOT, 0), Release);
-        self.next_record.store(word::counted(new, 0), Release);
-        self.stats.turn(old, new);
+        let prev = self.next_record.swap(word::counted(new, 0), AcqRel);
+        let handed_out = if word::count_epoch(prev) == word::short(old) {
+            word::count(prev)
+        } else {
+            0
+        };
+        self.stats.turn(old, new, handed_out);
         g.epoch = new;
         g.retired = 0;
         self.epoch.store(new, Release);
@@ -553,13 +563,41 @@ impl ArenaPool {
             return Err(Error::DoubleFree { ptr: block.ptr });
         }
         self.stats.on_free(epoch, block.requested, block.size);
-        if self.uncount(word::short(epoch)) == Some(1) && self.cfg.rewind_when_empty {
+        if streams.is_empty() && self.cfg.reuse_last {
+            self.roll_back(block, epoch);
+        }
+        if self.uncount(word::short(epoch)) == Some(1)
+            && self.cfg.rewind_when_empty
+            && self.cursor.load(Acquire) != word::cursor(epoch, 0, 0)
+        {
             let mut g = self.inner.lock();
             if g.epoch == epoch && !self.try_rewind(&mut g) {
                 self.rewind_due.store(true, Relaxed);
             }
         }
         Ok(())
+    }
+
+    /// If the freed block of `epoch` is the last one bumped in the current chunk, move
+    /// the cursor back to its start: its room is reused at once, in stack order.
+    #[inline]
+    fn roll_back(&self, block: &Block, epoch: u64) {
+        let c = self.cursor.load(Acquire);
+        let (e, slot, off) = word::split_cursor(c);
+        if e != word::short(epoch) || slot == NO_SLOT {
+            return;
+        }
+        let (base, _) = self.descs[slot].get();
+        let (start, end) = (block.ptr.0, block.ptr.0 + block.size as u64);
+        if start >= base && end == base + off {
+            // Fails, harmlessly, if another block was bumped meanwhile.
+            let _ = self.cursor.compare_exchange(
+                c,
+                word::cursor(epoch, slot, start - base),
+                AcqRel,
+                Acquire,
+            );
+        }
     }
 
     /// Try the rewind a fence held back, before the allocation that ends the chance.
@@ -601,7 +639,19 @@ impl Pool for ArenaPool {
     }
 
     fn stats(&self) -> Stats {
-        self.stats.snapshot(self.epoch.load(Acquire))
+        let epoch = self.epoch.load(Acquire);
+        let in_epoch = |w: u64| {
+            if word::count_epoch(w) == word::short(epoch) {
+                word::count(w)
+            } else {
+                0
+            }
+        };
+        self.stats.snapshot(
+            epoch,
+            in_epoch(self.ledger.load(Acquire)),
+            in_epoch(self.next_record.load(Acquire)),
+        )
     }
 
     /// Give back every chunk not used in the current epoch; when nothing is live,

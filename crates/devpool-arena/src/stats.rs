@@ -38,12 +38,11 @@ impl ArenaStats {
     }
 }
 
-/// The live figures of one epoch.
+/// The live byte figures of one epoch.
 #[derive(Debug, Default)]
 struct Bank {
     live: AtomicGauge,
     allocated: AtomicGauge,
-    blocks: AtomicGauge,
 }
 
 /// Fold a finished epoch's peak into the all-time peak.
@@ -57,16 +56,21 @@ fn clear(g: &AtomicGauge) {
     g.reset_peak();
 }
 
-/// A pool's counters. Live figures go to the bank of the block's epoch (two banks,
-/// used in turn); reserved bytes and backend calls to a core [`Counters`].
+/// A pool's counters. Live bytes go to the bank of the block's epoch (two banks, used
+/// in turn), so that a new epoch starts from zero at once; reserved bytes and backend
+/// calls go to a core [`Counters`].
+///
+/// Block counts are not counted twice: the pool's ledger already holds the live blocks
+/// of the epoch and its record index the blocks handed out in it, so allocations are
+/// those of the ended epochs plus the current index, and frees are what was handed
+/// out and is neither live nor reclaimed by a reset.
 #[derive(Debug, Default)]
 pub(crate) struct PoolStats {
     banks: [Bank; 2],
     peak_live: AtomicU64,
     peak_allocated: AtomicU64,
     peak_blocks: AtomicU64,
-    allocations: AtomicU64,
-    frees: AtomicU64,
+    allocs_before: AtomicU64,
     pub(crate) backend: Counters,
     pub(crate) resets: AtomicU64,
     pub(crate) rewinds: AtomicU64,
@@ -79,14 +83,15 @@ impl PoolStats {
         &self.banks[(epoch & 1) as usize]
     }
 
-    /// A block of `epoch` was handed out.
+    /// A block of `epoch` was handed out; `live_blocks` are live now, it included.
     #[inline]
-    pub fn on_alloc(&self, epoch: u64, requested: usize, granted: usize) {
+    pub fn on_alloc(&self, epoch: u64, requested: usize, granted: usize, live_blocks: u64) {
         let b = self.bank(epoch);
         b.live.add(requested as u64);
         b.allocated.add(granted as u64);
-        b.blocks.add(1);
-        self.allocations.fetch_add(1, Relaxed);
+        if live_blocks > self.peak_blocks.load(Relaxed) {
+            self.peak_blocks.fetch_max(live_blocks, Relaxed);
+        }
     }
 
     /// A block of `epoch` was freed.
@@ -95,24 +100,23 @@ impl PoolStats {
         let b = self.bank(epoch);
         b.live.sub(requested as u64);
         b.allocated.sub(granted as u64);
-        b.blocks.sub(1);
-        self.frees.fetch_add(1, Relaxed);
     }
 
-    /// Epoch `old` ended and `new` begins: keep `old`'s peaks, empty `new`'s bank.
-    pub fn turn(&self, old: u64, new: u64) {
+    /// Epoch `old`, which handed out `handed_out` blocks, ended and `new` begins: keep
+    /// `old`'s peaks and counts, empty `new`'s bank.
+    pub fn turn(&self, old: u64, new: u64, handed_out: u64) {
         let o = self.bank(old);
         fold(&o.live, &self.peak_live);
         fold(&o.allocated, &self.peak_allocated);
-        fold(&o.blocks, &self.peak_blocks);
+        self.allocs_before.fetch_add(handed_out, Relaxed);
         let n = self.bank(new);
         clear(&n.live);
         clear(&n.allocated);
-        clear(&n.blocks);
     }
 
-    /// A snapshot as the core [`Stats`], `epoch` being the current one.
-    pub fn snapshot(&self, epoch: u64) -> Stats {
+    /// A snapshot as the core [`Stats`]: `epoch` is the current one, in which
+    /// `live_blocks` are live and `handed_out` were handed out.
+    pub fn snapshot(&self, epoch: u64, live_blocks: u64, handed_out: u64) -> Stats {
         let b = self.bank(epoch);
         let gauge = |g: &AtomicGauge, peak: &AtomicU64| {
             let now = g.get();
@@ -122,13 +126,19 @@ impl PoolStats {
             }
         };
         let base = self.backend.snapshot();
+        let allocations = self.allocs_before.load(Relaxed) + handed_out;
         Stats {
             live_bytes: gauge(&b.live, &self.peak_live),
             allocated_bytes: gauge(&b.allocated, &self.peak_allocated),
             reserved_bytes: base.reserved_bytes,
-            live_blocks: gauge(&b.blocks, &self.peak_blocks),
-            allocations: self.allocations.load(Relaxed),
-            frees: self.frees.load(Relaxed),
+            live_blocks: Gauge {
+                current: live_blocks,
+                peak: self.peak_blocks.load(Relaxed).max(live_blocks),
+            },
+            allocations,
+            frees: allocations
+                .saturating_sub(live_blocks)
+                .saturating_sub(self.reclaimed.load(Relaxed)),
             backend_calls: base.backend_calls,
             failures: base.failures,
         }

@@ -52,6 +52,7 @@ proptest! {
         growth in 1usize..=3,
         keep in 0usize..=3,
         rewind in any::<bool>(),
+        reuse_last in any::<bool>(),
     ) {
         let mock = MockBackend::shared();
         let cfg = ArenaConfig::default()
@@ -59,7 +60,8 @@ proptest! {
             .max_chunk_size(4 << 20)
             .growth(growth)
             .keep_chunks(keep)
-            .rewind_when_empty(rewind);
+            .rewind_when_empty(rewind)
+            .reuse_last(reuse_last);
         let a = arena(mock.clone(), cfg);
         // Live blocks by stream (each stream is its own arena).
         let mut live: [BTreeMap<u64, Block>; 2] = Default::default();

@@ -91,6 +91,33 @@ fn frees_are_counted_at_once_and_reused_at_rewind() {
 }
 
 #[test]
+fn the_last_block_is_reused_at_once_when_freed() {
+    for reuse in [true, false] {
+        let mock = MockBackend::shared();
+        let a = arena(mock.clone(), small().reuse_last(reuse));
+        let x = a.alloc(1000).unwrap();
+        let y = a.alloc(5000).unwrap();
+        let z = a.alloc(3000).unwrap();
+        a.free(z).unwrap();
+        a.free(y).unwrap();
+        let w = a.alloc(6000).unwrap();
+        assert_eq!(w.ptr == y.ptr, reuse, "stack-order frees give room back");
+        check_blocks(&[x, w]);
+        for gone in [y, z] {
+            assert!(
+                matches!(a.free(gone), Err(Error::DoubleFree { .. })),
+                "a reused address does not revive the old block"
+            );
+        }
+        // A block that is not the last one keeps its room until the frame ends.
+        a.free(x).unwrap();
+        let v = a.alloc(100).unwrap();
+        assert_ne!(v.ptr, x.ptr);
+        assert_eq!(a.stats().live_blocks.current, 2);
+    }
+}
+
+#[test]
 fn reset_keeps_the_largest_chunks() {
     for keep in [0usize, 1, 2, usize::MAX] {
         let mock = MockBackend::shared();
