@@ -20,32 +20,63 @@ use crate::pool::{Inner, TlsfPool};
 use crate::span::full_pages;
 use devpool_core::{DevicePtr, Result};
 
+/// Unmap calls of the policy per 1000 operations above which unmapping counts as
+/// churn.
+pub(crate) const CHURN_CALLS: u64 = 8;
+
 impl TlsfPool {
-    /// Unused bytes allowed now.
-    pub(crate) fn cache_bound(&self, g: &Inner) -> u64 {
-        let peak = g.peak_now.max(g.peak_before).max(g.allocated);
+    /// Unused bytes allowed once `incoming` more bytes are allocated.
+    pub(crate) fn cache_bound(&self, g: &Inner, incoming: u64) -> u64 {
+        let allocated = g.allocated + incoming;
+        let peak = g.peak_now.max(g.peak_before).max(allocated);
         let extra = (peak as f64 * self.cfg.cache_fraction) as u64;
         (self.cfg.cache_floor as u64)
             .saturating_add(extra)
-            .saturating_add(peak - g.allocated)
+            .saturating_add(g.slack)
+            .saturating_add(peak - allocated)
     }
 
-    /// Bring the unused memory within [`cache_bound`](Self::cache_bound), leaving
-    /// the pages `exclude` = (span, first, end) alone.
+    /// The pool maps `pages` pages to grow. When the policy has been unmapping often
+    /// in this window (more than [`CHURN_CALLS`] calls per 1000 allocations and
+    /// frees), the pages it unmapped were given back too early: a working set larger
+    /// than the bound cycles through them. The bound then widens by as much, up to a
+    /// quarter of the peak. The widening halves at every window.
+    pub(crate) fn note_growth(&self, g: &mut Inner, pages: u64) {
+        let churn = pages.min(g.policy_unmapped);
+        if churn == 0 || g.policy_unmap_calls * 1000 <= g.ops.max(1024) * CHURN_CALLS {
+            return;
+        }
+        g.policy_unmapped -= churn;
+        let cap = g.peak_now.max(g.peak_before) / 4;
+        g.slack = (g.slack + 2 * churn * self.page).min(cap);
+    }
+
+    /// Bring the unused memory within [`cache_bound`](Self::cache_bound) of
+    /// `incoming` more allocated bytes, leaving the pages `exclude` = (span, first,
+    /// end) alone.
     pub(crate) fn enforce_cache(
         &self,
         g: &mut Inner,
+        incoming: u64,
         exclude: Option<(u32, usize, usize)>,
     ) -> Result<()> {
-        let bound = self.cache_bound(g);
+        let bound = self.cache_bound(g, incoming);
         if self.is_virtual {
             let bound_pages = bound / self.page;
             if g.unused_pages > bound_pages {
                 let want = g.unused_pages - bound_pages;
-                self.release_pages(g, want, exclude)?;
+                let done = self.release_pages(g, want, exclude);
+                if let Ok(n) = done {
+                    g.policy_unmapped += n;
+                    g.policy_unmap_calls += 1;
+                }
+                done?;
             }
         } else {
-            let cached = self.counters.reserved().saturating_sub(g.allocated);
+            let cached = self
+                .counters
+                .reserved()
+                .saturating_sub(g.allocated + incoming);
             if cached > bound {
                 self.release_free_spans(g, (cached - bound) as usize, false)?;
             }

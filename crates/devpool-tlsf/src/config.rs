@@ -40,15 +40,15 @@ pub struct TlsfConfig {
     /// larger request gets a region of its own size, rounded up to the page size.
     pub region_chunk: usize,
     /// When a block lands on unmapped pages, the run of missing pages is mapped
-    /// rounded up to this many pages where the free room allows (default 4).
+    /// rounded up to this many pages where the free room allows (default 8).
     pub map_batch_pages: usize,
-    /// Unused mapped bytes always allowed (default 32 MiB).
+    /// Unused mapped bytes always allowed (default 16 MiB).
     pub cache_floor: usize,
     /// Unused mapped bytes allowed on top of the floor, as a fraction of the recent
-    /// peak of allocated bytes (default 0.005).
+    /// peak of allocated bytes (default 0.002).
     pub cache_fraction: f64,
     /// Length, in allocations and frees, of the window over which the recent peak of
-    /// allocated bytes is taken (default 8192). Memory freed since the peak stays
+    /// allocated bytes is taken (default 16384). Memory freed since the peak stays
     /// mapped for reuse until two windows have passed without reaching it again.
     pub window_ops: u64,
 }
@@ -60,10 +60,10 @@ impl Default for TlsfConfig {
             mode: Mode::Auto,
             range_size: None,
             region_chunk: 64 << 20,
-            map_batch_pages: 4,
-            cache_floor: 32 << 20,
-            cache_fraction: 0.005,
-            window_ops: 8192,
+            map_batch_pages: 8,
+            cache_floor: 16 << 20,
+            cache_fraction: 0.002,
+            window_ops: 16384,
         }
     }
 }

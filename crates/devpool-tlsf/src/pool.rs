@@ -4,8 +4,8 @@ use crate::config::{Mode, TlsfConfig};
 use crate::index::{Index, State};
 use crate::span::Span;
 use devpool_core::{
-    align_up, Backend, Block, Counters, DeviceId, DevicePtr, Error, IntoBackend, Pool, Request,
-    Result, Stats, StreamOrdered,
+    align_up, Backend, Block, Counters, DeviceId, DevicePtr, Error, Gauge, IntoBackend, Pool,
+    Request, Result, Stats, StreamOrdered,
 };
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -31,6 +31,19 @@ pub(crate) struct Inner {
     pub peak_before: u64,
     /// Allocations and frees in the current window.
     pub ops: u64,
+    /// Pages the cache policy unmapped since the last window.
+    pub policy_unmapped: u64,
+    /// Releases the cache policy made since the last window.
+    pub policy_unmap_calls: u64,
+    /// Extra unused bytes allowed after early unmaps had to be mapped again.
+    pub slack: u64,
+    /// Requested bytes, granted bytes and blocks, live, with their peaks; and counts
+    /// of allocations and frees.
+    pub live: Gauge,
+    pub granted: Gauge,
+    pub blocks: Gauge,
+    pub allocations: u64,
+    pub frees: u64,
     pub map_calls: u64,
     pub unmap_calls: u64,
 }
@@ -55,6 +68,8 @@ pub struct TlsfPool {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) cfg: TlsfConfig,
     pub(crate) is_virtual: bool,
+    /// Virtual mode was asked of a backend without virtual memory.
+    unsupported: bool,
     pub(crate) page: u64,
     pub(crate) device: DeviceId,
     pub(crate) counters: Counters,
@@ -102,12 +117,19 @@ impl TlsfPool {
     /// fail with [`Error::Unsupported`].
     pub fn new(backend: impl IntoBackend, cfg: TlsfConfig) -> Self {
         let backend = backend.into_backend();
-        let page = backend.granularity().max(devpool_core::MIN_ALIGN);
+        // Page sizes are powers of two on every device; a backend that said otherwise
+        // gets pages rounded up to one.
+        let page = backend
+            .granularity()
+            .max(devpool_core::MIN_ALIGN)
+            .checked_next_power_of_two()
+            .unwrap_or(1 << 30);
         let cfg = cfg.normalized(page);
         let is_virtual = resolve(&*backend, cfg.mode);
         TlsfPool {
             device: backend.device(),
             is_virtual,
+            unsupported: is_virtual && !backend.supports_virtual(),
             page: page as u64,
             counters: Counters::default(),
             inner: Mutex::new(Inner {
@@ -119,6 +141,14 @@ impl TlsfPool {
                 peak_now: 0,
                 peak_before: 0,
                 ops: 0,
+                policy_unmapped: 0,
+                policy_unmap_calls: 0,
+                slack: 0,
+                live: Gauge::default(),
+                granted: Gauge::default(),
+                blocks: Gauge::default(),
+                allocations: 0,
+                frees: 0,
                 map_calls: 0,
                 unmap_calls: 0,
             }),
@@ -175,10 +205,19 @@ impl TlsfPool {
             g.ops = 0;
             g.peak_before = g.peak_now;
             g.peak_now = g.allocated;
+            g.policy_unmapped = 0;
+            g.policy_unmap_calls = 0;
+            g.slack -= g.slack / 4;
             // A failing unmap leaves the pages mapped and counted: nothing to undo.
-            let _ = self.enforce_cache(g, None);
+            let _ = self.enforce_cache(g, 0, None);
         }
     }
+}
+
+#[inline]
+fn up(g: &mut Gauge, v: u64) {
+    g.current += v;
+    g.peak = g.peak.max(g.current);
 }
 
 impl Pool for TlsfPool {
@@ -187,20 +226,20 @@ impl Pool for TlsfPool {
         if align > self.page as usize {
             return Err(Error::InvalidAlignment { align: req.align });
         }
-        if self.is_virtual && !self.backend.supports_virtual() {
+        if self.unsupported {
             return Err(Error::Unsupported(
                 "virtual mode on a backend without virtual memory",
             ));
         }
-        let too_large = Error::TooLarge {
+        let too_large = || Error::TooLarge {
             size: req.size,
             max: isize::MAX as usize,
         };
         let granule = self.cfg.granule;
-        let size = align_up(req.effective_size(), granule).ok_or(too_large.clone())?;
+        let size = align_up(req.effective_size(), granule).ok_or_else(too_large)?;
         let need = size
             .checked_add(align.saturating_sub(granule))
-            .ok_or(too_large)? as u64;
+            .ok_or_else(too_large)? as u64;
         let mut g = self.inner.lock();
         let i = match g.index.find(need) {
             Some(i) => i,
@@ -230,9 +269,12 @@ impl Pool for TlsfPool {
         let gen = g.index.node(i).gen as u64 & GEN_MASK;
         g.allocated += size;
         g.peak_now = g.peak_now.max(g.allocated);
+        up(&mut g.live, req.size as u64);
+        up(&mut g.granted, size);
+        up(&mut g.blocks, 1);
+        g.allocations += 1;
         self.tick(&mut g);
         drop(g);
-        self.counters.on_alloc(req.size, size as usize);
         Ok(Block {
             ptr: DevicePtr(addr),
             size: size as usize,
@@ -258,9 +300,11 @@ impl Pool for TlsfPool {
             );
         }
         g.allocated -= n.size;
+        g.live.current -= n.requested;
+        g.granted.current -= n.size;
+        g.blocks.current -= 1;
+        g.frees += 1;
         self.tick(&mut g);
-        drop(g);
-        self.counters.on_free(n.requested as usize, n.size as usize);
         Ok(())
     }
 
@@ -270,7 +314,15 @@ impl Pool for TlsfPool {
     }
 
     fn stats(&self) -> Stats {
-        self.counters.snapshot()
+        let g = self.inner.lock();
+        Stats {
+            live_bytes: g.live,
+            allocated_bytes: g.granted,
+            live_blocks: g.blocks,
+            allocations: g.allocations,
+            frees: g.frees,
+            ..self.counters.snapshot()
+        }
     }
 
     fn trim(&self) -> Result<usize> {

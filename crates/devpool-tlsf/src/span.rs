@@ -18,11 +18,12 @@ pub(crate) struct Span {
 }
 
 /// Page index range `[first, end)` of pages wholly inside `[lo, hi)`, relative to
-/// `base`.
+/// `base` (`page` is a power of two).
 #[inline]
 pub(crate) fn full_pages(base: u64, page: u64, lo: u64, hi: u64) -> (usize, usize) {
-    let a = (lo - base).div_ceil(page) as usize;
-    let b = ((hi - base) / page) as usize;
+    let sh = page.trailing_zeros();
+    let a = ((lo - base + page - 1) >> sh) as usize;
+    let b = ((hi - base) >> sh) as usize;
     (a, b.max(a))
 }
 
@@ -73,7 +74,7 @@ impl TlsfPool {
             self.add_span(g, ptr, size, Some(pages));
         } else {
             // A failing release leaves the regions held and counted: nothing to undo.
-            let _ = self.enforce_cache(g, None);
+            let _ = self.enforce_cache(g, need, None);
             let chunk = align_up(self.cfg.region_chunk.max(1), page as usize).unwrap_or(rounded);
             let size = chunk.max(rounded);
             match self.backend.alloc_region(size) {

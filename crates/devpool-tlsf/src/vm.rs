@@ -42,7 +42,8 @@ impl TlsfPool {
             return Ok(());
         }
         // The pool grows: first keep the unused pages within their bound.
-        let _ = self.enforce_cache(g, Some((span, pb, pe)));
+        self.note_growth(g, (w1 - w0) as u64 - cached);
+        let _ = self.enforce_cache(g, e - b, Some((span, pb, pe)));
         let batch = self.cfg.map_batch_pages;
         let mut mapped_now = 0u64;
         let mut p = w0;

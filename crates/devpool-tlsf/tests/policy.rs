@@ -1,0 +1,236 @@
+//! The page cache policy and the placement: packing, steady state without backend
+//! calls, a bounded cache, trim, and the unmapping order.
+use devpool_core::{Backend, Block, MockBackend, MockConfig, Pool, Request};
+use devpool_tlsf::{Mode, TlsfConfig, TlsfPool};
+
+const MIB: usize = 1 << 20;
+
+fn pool(cfg: TlsfConfig) -> (std::sync::Arc<MockBackend>, TlsfPool) {
+    let mock = MockBackend::shared();
+    let p = TlsfPool::new(mock.clone(), cfg.mode(Mode::Virtual));
+    (mock, p)
+}
+
+#[test]
+fn neighbours_share_pages() {
+    let (mock, p) = pool(TlsfConfig::default().map_batch_pages(1));
+    let blocks: Vec<Block> = (0..3)
+        .map(|_| p.allocate(&Request::new(3 * MIB)).unwrap())
+        .collect();
+    for w in blocks.windows(2) {
+        assert_eq!(
+            w[0].ptr.0 + w[0].size as u64,
+            w[1].ptr.0,
+            "packed contiguously"
+        );
+    }
+    let page = mock.granularity();
+    assert_eq!(p.detail().mapped_pages as usize, (9 * MIB).div_ceil(page));
+    p.verify().unwrap();
+}
+
+#[test]
+fn a_repeated_step_maps_and_unmaps_nothing_after_the_first() {
+    let (mock, p) = pool(TlsfConfig::default().window_ops(64));
+    let sizes = [
+        7 * MIB,
+        300 * MIB,
+        3 * MIB + 5000,
+        64 * MIB,
+        2 * MIB,
+        90 * MIB,
+        11 * MIB,
+    ];
+    let weights: Vec<Block> = [100 * MIB, 40 * MIB]
+        .iter()
+        .map(|&s| p.allocate(&Request::new(s)).unwrap())
+        .collect();
+    let mut calls = Vec::new();
+    for _step in 0..6 {
+        let mut acts: Vec<Block> = Vec::new();
+        for (i, &s) in sizes.iter().enumerate() {
+            acts.push(p.allocate(&Request::new(s)).unwrap());
+            if i % 3 == 2 {
+                p.deallocate(&acts.remove(0)).unwrap();
+            }
+        }
+        for b in acts.drain(..).rev() {
+            p.deallocate(&b).unwrap();
+        }
+        let c = mock.counters();
+        calls.push(c.map_calls + c.unmap_calls);
+    }
+    assert!(
+        calls.windows(2).skip(1).all(|w| w[0] == w[1]),
+        "backend calls per step: {calls:?}"
+    );
+    for b in weights {
+        p.deallocate(&b).unwrap();
+    }
+    p.verify().unwrap();
+}
+
+#[test]
+fn the_cache_shrinks_to_its_bound_when_the_work_shrinks() {
+    let floor = 8 * MIB;
+    let (mock, p) = pool(TlsfConfig::default().cache(floor, 0.0).window_ops(64));
+    let big: Vec<Block> = (0..50)
+        .map(|_| p.allocate(&Request::new(4 * MIB)).unwrap())
+        .collect();
+    for b in &big {
+        p.deallocate(b).unwrap();
+    }
+    let page = mock.granularity() as u64;
+    assert!(
+        p.detail().unused_mapped_pages * page >= 100 * MIB as u64,
+        "freed memory stays for reuse at first"
+    );
+    // Three windows of small work: the peak of the big blocks is forgotten.
+    for _ in 0..200 {
+        let b = p.allocate(&Request::new(MIB)).unwrap();
+        p.deallocate(&b).unwrap();
+    }
+    let d = p.detail();
+    assert!(
+        d.unused_mapped_pages * page <= (floor + MIB) as u64,
+        "cache above its bound: {d}"
+    );
+    assert!(d.unmap_calls >= 1);
+    p.verify().unwrap();
+    assert_eq!(
+        p.stats().reserved_bytes.current,
+        mock.counters().bytes_in_use.current
+    );
+}
+
+#[test]
+fn trim_unmaps_every_unused_page_and_keeps_live_ones() {
+    let (mock, p) = pool(TlsfConfig::default());
+    let a = p.allocate(&Request::new(30 * MIB)).unwrap();
+    let keep = p.allocate(&Request::new(5 * MIB)).unwrap();
+    let c = p.allocate(&Request::new(30 * MIB)).unwrap();
+    p.deallocate(&a).unwrap();
+    p.deallocate(&c).unwrap();
+    let released = p.trim().unwrap();
+    assert!(released >= 56 * MIB, "released {released}");
+    let d = p.detail();
+    assert_eq!(d.unused_mapped_pages, 0);
+    let page = mock.granularity() as u64;
+    // 5 MiB at an offset of 30 MiB touches pages 15, 16 and 17.
+    assert_eq!(
+        d.mapped_pages,
+        (keep.ptr.0 % page + keep.size as u64).div_ceil(page)
+    );
+    p.verify().unwrap();
+    p.deallocate(&keep).unwrap();
+    p.trim().unwrap();
+    assert_eq!(mock.counters().bytes_in_use.current, 0);
+    assert_eq!(p.detail().spans, 0, "the empty range is given back too");
+}
+
+#[test]
+fn unmapping_starts_from_the_top() {
+    let (mock, p) = pool(
+        TlsfConfig::default()
+            .map_batch_pages(1)
+            .cache(0, 0.0)
+            .window_ops(1 << 40),
+    );
+    let low = p.allocate(&Request::new(20 * MIB)).unwrap();
+    let mid = p.allocate(&Request::new(2 * MIB)).unwrap();
+    let high = p.allocate(&Request::new(20 * MIB)).unwrap();
+    let top = p.allocate(&Request::new(2 * MIB)).unwrap();
+    p.deallocate(&low).unwrap();
+    p.deallocate(&high).unwrap();
+    // Growing past everything with an empty bound unmaps unused pages, highest first;
+    // both holes have 10 unused pages, and the new block needs its own.
+    let grow = p.allocate(&Request::new(64 * MIB)).unwrap();
+    let d = p.detail();
+    assert_eq!(d.unused_mapped_pages, 0, "{d}");
+    assert!(d.unmap_calls >= 2);
+    // The lower hole is reused first by a block that fits it.
+    let again = p.allocate(&Request::new(20 * MIB)).unwrap();
+    assert_eq!(again.ptr, low.ptr);
+    for b in [mid, top, grow, again] {
+        p.deallocate(&b).unwrap();
+    }
+    p.verify().unwrap();
+    assert_eq!(
+        p.stats().reserved_bytes.current,
+        mock.counters().bytes_in_use.current
+    );
+}
+
+#[test]
+fn aligned_blocks_leave_their_padding_free() {
+    let (_mock, p) = pool(TlsfConfig::default());
+    let a = p.allocate(&Request::new(1000)).unwrap();
+    let b = p
+        .allocate(&Request::new(3 * MIB).with_align(2 * MIB))
+        .unwrap();
+    assert!(b.ptr.is_aligned(2 * MIB));
+    let c = p.allocate(&Request::new(4096)).unwrap();
+    assert!(
+        c.ptr.0 < b.ptr.0,
+        "the padding before the aligned block is reused"
+    );
+    assert!(
+        p.allocate(&Request::new(1).with_align(4 * MIB)).is_err(),
+        "above the page size"
+    );
+    for x in [a, b, c] {
+        p.deallocate(&x).unwrap();
+    }
+    assert_eq!(p.detail().free_blocks, 1);
+    p.verify().unwrap();
+}
+
+#[test]
+fn requests_beyond_a_range_get_their_own_and_beyond_the_device_fail() {
+    let mock = MockBackend::shared_with(MockConfig::default().capacity(1 << 30));
+    let p = TlsfPool::new(
+        mock.clone(),
+        TlsfConfig::default()
+            .mode(Mode::Virtual)
+            .range_size(64 * MIB),
+    );
+    let a = p.allocate(&Request::new(48 * MIB)).unwrap();
+    let b = p.allocate(&Request::new(48 * MIB)).unwrap();
+    let c = p.allocate(&Request::new(200 * MIB)).unwrap();
+    assert_eq!(p.detail().spans, 3);
+    let e = p.allocate(&Request::new(2 << 30)).unwrap_err();
+    assert!(e.is_oom(), "{e}");
+    assert_eq!(
+        mock.counters().reserves,
+        3,
+        "no range reserved for a request larger than the device"
+    );
+    for x in [a, b, c] {
+        p.deallocate(&x).unwrap();
+    }
+    p.trim().unwrap();
+    assert_eq!(p.detail().spans, 0);
+    assert_eq!(mock.counters().unreserves, 3);
+}
+
+#[test]
+fn region_mode_takes_chunks_and_returns_empty_ones_on_trim() {
+    let mock = MockBackend::shared_with(MockConfig::default().without_virtual());
+    let p = TlsfPool::new(mock.clone(), TlsfConfig::default().region_chunk(64 * MIB));
+    assert_eq!(p.mode(), Mode::Region);
+    let small: Vec<Block> = (0..10)
+        .map(|_| p.allocate(&Request::new(5 * MIB)).unwrap())
+        .collect();
+    assert_eq!(mock.counters().region_allocs, 1, "one chunk serves 50 MiB");
+    let big = p.allocate(&Request::new(100 * MIB)).unwrap();
+    assert_eq!(mock.counters().region_allocs, 2);
+    p.deallocate(&big).unwrap();
+    let freed = p.trim().unwrap();
+    assert_eq!(freed, 100 * MIB);
+    for b in small {
+        p.deallocate(&b).unwrap();
+    }
+    p.trim().unwrap();
+    assert_eq!(mock.counters().bytes_in_use.current, 0);
+    p.verify().unwrap();
+}
