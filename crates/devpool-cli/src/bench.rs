@@ -89,7 +89,7 @@ fn random_loop(alloc: &dyn Allocator, steps: usize, seed: u64) -> (u64, Duration
             alloc.free(b).expect("free of a live block");
         }
         n += 1;
-        if n % 1024 == 0 && start.elapsed() > BUDGET * 2 {
+        if n.is_multiple_of(1024) && start.elapsed() > BUDGET * 2 {
             break;
         }
     }

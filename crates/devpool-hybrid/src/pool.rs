@@ -26,16 +26,16 @@ pub enum Route {
 }
 
 enum Large {
-    Tlsf(TlsfPool),
-    Buddy(BuddyPool),
+    Tlsf(Box<TlsfPool>),
+    Buddy(Box<BuddyPool>),
 }
 
 impl Large {
     #[inline]
     fn pool(&self) -> &dyn Pool {
         match self {
-            Large::Tlsf(p) => p,
-            Large::Buddy(p) => p,
+            Large::Tlsf(p) => &**p,
+            Large::Buddy(p) => &**p,
         }
     }
 }
@@ -53,8 +53,8 @@ impl HybridPool {
     /// A hybrid pool over `backend`.
     pub fn new(backend: Arc<dyn Backend>, cfg: HybridConfig) -> Self {
         let large = match cfg.large {
-            LargeStrategy::Tlsf(c) => Large::Tlsf(TlsfPool::new(backend.clone(), c)),
-            LargeStrategy::Buddy(c) => Large::Buddy(BuddyPool::new(backend.clone(), c)),
+            LargeStrategy::Tlsf(c) => Large::Tlsf(Box::new(TlsfPool::new(backend.clone(), c))),
+            LargeStrategy::Buddy(c) => Large::Buddy(Box::new(BuddyPool::new(backend.clone(), c))),
         };
         HybridPool {
             small_max: cfg.small_max,
