@@ -74,10 +74,7 @@ impl SlabConfig {
     /// (and at most [`MAX_CLASS_BYTES`]); the list is sorted and duplicates dropped.
     /// An empty list means one class of 256 B.
     pub fn custom(sizes: impl IntoIterator<Item = usize>) -> Self {
-        let mut v: Vec<usize> = sizes
-            .into_iter()
-            .map(crate::classes::round_slot)
-            .collect();
+        let mut v: Vec<usize> = sizes.into_iter().map(crate::classes::round_slot).collect();
         v.sort_unstable();
         v.dedup();
         if v.is_empty() {
@@ -133,6 +130,9 @@ impl SlabConfig {
 
     /// The largest request served.
     pub fn max_size(&self) -> usize {
-        self.class_sizes().last().copied().unwrap_or(crate::MIN_SLOT)
+        self.class_sizes()
+            .last()
+            .copied()
+            .unwrap_or(crate::MIN_SLOT)
     }
 }

@@ -5,13 +5,17 @@ use crate::classes::Classes;
 use crate::slab::Slab;
 use crate::table::{Entry, SlabTable, DEPOT, MAX_SLABS};
 use devpool_core::{Backend, BackendError, Block, Counters, Error, Result};
+use parking_lot::Mutex;
+use std::sync::Arc;
 
-/// What the depot needs from its pool.
-pub(crate) struct Ctx<'a> {
-    pub backend: &'a dyn Backend,
-    pub classes: &'a Classes,
-    pub table: &'a SlabTable,
-    pub counters: &'a Counters,
+/// What a pool's thread caches share: the backend, the classes, the slab table,
+/// the counters of backend memory, and the depot.
+pub(crate) struct Shared {
+    pub backend: Arc<dyn Backend>,
+    pub classes: Arc<Classes>,
+    pub table: SlabTable,
+    pub counters: Counters,
+    pub depot: Mutex<Depot>,
 }
 
 /// Empty slabs per class, and the slab numbers free for reuse.
@@ -32,7 +36,7 @@ impl Depot {
     }
 
     /// An empty slab of class `c`: a kept one, or a new region from the backend.
-    pub fn take(&mut self, c: usize, ctx: &Ctx) -> Result<Slab> {
+    pub fn take(&mut self, c: usize, ctx: &Shared) -> Result<Slab> {
         if let Some(s) = self.empty[c].pop() {
             return Ok(s);
         }
@@ -59,7 +63,7 @@ impl Depot {
         }
     }
 
-    fn new_slab(idx: u32, gen: u16, c: usize, ctx: &Ctx) -> Result<Slab> {
+    fn new_slab(idx: u32, gen: u16, c: usize, ctx: &Shared) -> Result<Slab> {
         let info = &ctx.classes.info[c];
         let mut bytes = info.slab_bytes;
         loop {
@@ -84,7 +88,7 @@ impl Depot {
 
     /// Take an empty slab from a thread cache: keep it, or give it back to the backend
     /// when the class already has `keep_empty` kept. Returns the bytes released.
-    pub fn put(&mut self, slab: Slab, ctx: &Ctx) -> Result<usize> {
+    pub fn put(&mut self, slab: Slab, ctx: &Shared) -> Result<usize> {
         if self.empty[slab.class as usize].len() < ctx.classes.keep_empty {
             self.keep(slab, ctx);
             return Ok(0);
@@ -92,7 +96,7 @@ impl Depot {
         self.release(slab, ctx)
     }
 
-    fn keep(&mut self, slab: Slab, ctx: &Ctx) {
+    fn keep(&mut self, slab: Slab, ctx: &Shared) {
         ctx.table.set(
             slab.idx,
             Entry {
@@ -106,7 +110,7 @@ impl Depot {
     }
 
     /// Give an empty slab's region back. On a backend error the slab stays kept.
-    pub fn release(&mut self, slab: Slab, ctx: &Ctx) -> Result<usize> {
+    pub fn release(&mut self, slab: Slab, ctx: &Shared) -> Result<usize> {
         if let Err(e) = ctx.backend.free_region(slab.region, slab.region_bytes) {
             self.keep(slab, ctx);
             return Err(e.into());
@@ -126,7 +130,7 @@ impl Depot {
     }
 
     /// Give back every kept slab; returns the bytes released and the first error.
-    pub fn release_all(&mut self, ctx: &Ctx) -> (usize, Option<Error>) {
+    pub fn release_all(&mut self, ctx: &Shared) -> (usize, Option<Error>) {
         let mut bytes = 0;
         let mut first_err = None;
         for c in 0..self.empty.len() {
@@ -165,6 +169,19 @@ impl Depot {
         self.empty
             .iter()
             .map(|v| (v.len(), v.iter().map(|s| s.slots as u64).sum()))
+    }
+
+    /// Check that every kept slab is empty and its bitmap agrees.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        for s in self.empty.iter().flatten() {
+            if !s.is_empty() || s.bits.count_free() != s.slots as usize || !s.bits.consistent() {
+                return Err(format!(
+                    "kept slab {} at {:#x} is not empty",
+                    s.idx, s.start
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Host bytes of the depot's metadata.

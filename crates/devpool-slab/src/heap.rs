@@ -2,11 +2,10 @@
 //! with free slots, and the statistics of the blocks in them. Everything here is
 //! plain data under the cache's lock, which only its thread takes on the hot path.
 
-use crate::depot::{Ctx, Depot};
+use crate::depot::Shared;
 use crate::slab::{Slab, NIL};
 use crate::table::{encode_handle, Entry};
 use devpool_core::{Block, Error, Gauge, Result};
-use parking_lot::Mutex;
 
 /// Empty slabs of one class a cache keeps before handing more to the depot.
 const KEEP_IN_CACHE: u32 = 1;
@@ -85,18 +84,12 @@ impl Heap {
             .expect("a listed slab exists")
     }
 
-    /// Allocate a slot of class `c` for `requested` bytes: (address, handle).
+    /// Allocate a slot of class `c` for `requested` bytes: (address, size, handle).
     #[inline]
-    pub fn alloc(
-        &mut self,
-        c: usize,
-        requested: usize,
-        depot: &Mutex<Depot>,
-        ctx: &Ctx,
-    ) -> Result<(u64, u64)> {
+    pub fn alloc(&mut self, c: usize, requested: usize, sh: &Shared) -> Result<(u64, usize, u64)> {
         let mut local = self.classes[c].head;
         if local == NIL {
-            local = self.refill(c, depot, ctx)?;
+            local = self.refill(c, sh)?;
         }
         let slab = self.slab(local);
         let was_empty = slab.is_empty();
@@ -117,17 +110,17 @@ impl Heap {
         gauge_add(&mut st.allocated, size as u64);
         gauge_add(&mut st.blocks, 1);
         st.allocations += 1;
-        Ok((ptr, handle))
+        Ok((ptr, size, handle))
     }
 
     #[cold]
-    fn refill(&mut self, c: usize, depot: &Mutex<Depot>, ctx: &Ctx) -> Result<u32> {
-        let slab = depot.lock().take(c, ctx)?;
-        Ok(self.adopt(slab, ctx))
+    fn refill(&mut self, c: usize, sh: &Shared) -> Result<u32> {
+        let slab = sh.depot.lock().take(c, sh)?;
+        Ok(self.adopt(slab, sh))
     }
 
     /// Take an empty slab into this cache.
-    fn adopt(&mut self, slab: Slab, ctx: &Ctx) -> u32 {
+    fn adopt(&mut self, slab: Slab, sh: &Shared) -> u32 {
         let c = slab.class as usize;
         let (idx, gen, slots) = (slab.idx, slab.gen, slab.slots as u64);
         let local = match self.vacant.pop() {
@@ -140,7 +133,7 @@ impl Heap {
                 (self.slabs.len() - 1) as u32
             }
         };
-        ctx.table.set(
+        sh.table.set(
             idx,
             Entry {
                 present: true,
@@ -163,7 +156,9 @@ impl Heap {
         if self.slab(local).linked {
             self.unlink(c, local);
         }
-        let slab = self.slabs[local as usize].take().expect("evicted slab exists");
+        let slab = self.slabs[local as usize]
+            .take()
+            .expect("evicted slab exists");
         self.vacant.push(local);
         let cl = &mut self.classes[c];
         cl.slabs -= 1;
@@ -209,8 +204,7 @@ impl Heap {
         slot: usize,
         block: &Block,
         free: bool,
-        depot: &Mutex<Depot>,
-        ctx: &Ctx,
+        sh: &Shared,
     ) -> Result<()> {
         let Some(slab) = self.slabs.get_mut(local as usize).and_then(Option::as_mut) else {
             return Err(Error::NotOwned { ptr: block.ptr });
@@ -247,7 +241,7 @@ impl Heap {
         st.blocks.current -= 1;
         st.frees += 1;
         if give_away {
-            self.give_away(local, depot, ctx);
+            self.give_away(local, sh);
         }
         Ok(())
     }
@@ -256,9 +250,9 @@ impl Heap {
     /// the backend refuses the region back, the depot keeps the slab and the next
     /// trim reports the error.
     #[cold]
-    fn give_away(&mut self, local: u32, depot: &Mutex<Depot>, ctx: &Ctx) {
+    fn give_away(&mut self, local: u32, sh: &Shared) {
         let slab = self.evict(local);
-        let _ = depot.lock().put(slab, ctx);
+        let _ = sh.depot.lock().put(slab, sh);
     }
 
     /// Remove every empty slab from this cache.
@@ -272,6 +266,82 @@ impl Heap {
     /// Every slab, for the pool's drop.
     pub fn drain(&mut self) -> impl Iterator<Item = Slab> + '_ {
         self.slabs.drain(..).flatten()
+    }
+
+    /// Check that every slab's bitmap, free count, list link and table entry agree,
+    /// and that the class totals match the slabs.
+    pub fn check(&self, sh: &Shared) -> std::result::Result<(), String> {
+        let n = self.classes.len();
+        let (mut slabs, mut empty, mut cap, mut live) =
+            (vec![0u64; n], vec![0u64; n], vec![0u64; n], vec![0u64; n]);
+        for (local, slab) in self.slabs.iter().enumerate() {
+            let Some(s) = slab else { continue };
+            let at = format!("slab {} at {:#x}", s.idx, s.start);
+            if s.bits.count_free() != s.free as usize || !s.bits.consistent() {
+                return Err(format!(
+                    "{at}: bitmap disagrees with its free count {}",
+                    s.free
+                ));
+            }
+            if s.linked != (s.free > 0) {
+                return Err(format!(
+                    "{at}: listed {} with {} free slots",
+                    s.linked, s.free
+                ));
+            }
+            let want = Entry {
+                present: true,
+                owner: self.id,
+                local: local as u32,
+                gen: s.gen,
+            };
+            if sh.table.get(s.idx) != Some(want) {
+                return Err(format!(
+                    "{at}: table entry {:?}, want {want:?}",
+                    sh.table.get(s.idx)
+                ));
+            }
+            let c = s.class as usize;
+            slabs[c] += 1;
+            empty[c] += s.is_empty() as u64;
+            cap[c] += s.slots as u64;
+            live[c] += (s.slots - s.free) as u64;
+        }
+        for (c, cl) in self.classes.iter().enumerate() {
+            if (cl.slabs, cl.empty, cl.capacity, cl.live) != (slabs[c], empty[c], cap[c], live[c]) {
+                return Err(format!("class {c}: counts {cl:?} disagree with its slabs"));
+            }
+            let (mut at, mut listed) = (cl.head, 0u64);
+            while at != NIL && listed <= slabs[c] {
+                let s = self.slabs[at as usize]
+                    .as_ref()
+                    .ok_or("list reaches a vacant slot")?;
+                if s.class as usize != c || !s.linked {
+                    return Err(format!("class {c}: list holds slab {} wrongly", s.idx));
+                }
+                listed += 1;
+                at = s.next;
+            }
+            let with_free = self
+                .slabs
+                .iter()
+                .flatten()
+                .filter(|s| s.class as usize == c && s.free > 0)
+                .count();
+            if listed != with_free as u64 {
+                return Err(format!(
+                    "class {c}: list has {listed} slabs, {with_free} have free slots"
+                ));
+            }
+        }
+        let blocks: u64 = live.iter().sum();
+        if self.stats.blocks.current != blocks {
+            return Err(format!(
+                "{} live blocks counted, {blocks} in the slabs",
+                self.stats.blocks.current
+            ));
+        }
+        Ok(())
     }
 
     /// The per-class lists.

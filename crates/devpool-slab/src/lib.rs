@@ -61,11 +61,7 @@ use std::sync::Arc;
 /// The smallest slot, and the alignment of every slot.
 pub const MIN_SLOT: usize = devpool_core::MIN_ALIGN;
 
-fn build(
-    name: &str,
-    backend: Arc<dyn Backend>,
-    cfg: SlabConfig,
-) -> StreamOrdered<SlabPool> {
+fn build(name: &str, backend: Arc<dyn Backend>, cfg: SlabConfig) -> StreamOrdered<SlabPool> {
     let classes = Arc::new(classes::Classes::new(&cfg, backend.granularity()));
     let b = backend.clone();
     StreamOrdered::new(name, backend, move |_| {
@@ -102,5 +98,9 @@ pub fn slab(backend: impl IntoBackend, cfg: SlabConfig) -> StreamOrdered<SlabPoo
 /// assert_eq!(alloc.name(), "fixed");
 /// ```
 pub fn fixed(backend: impl IntoBackend, block_size: usize) -> StreamOrdered<SlabPool> {
-    build("fixed", backend.into_backend(), SlabConfig::fixed(block_size))
+    build(
+        "fixed",
+        backend.into_backend(),
+        SlabConfig::fixed(block_size),
+    )
 }

@@ -1,22 +1,24 @@
 //! [`SlabPool`]: the single-stream slab pool.
 
 use crate::classes::Classes;
-use crate::depot::{Ctx, Depot};
+use crate::depot::{Depot, Shared};
 use crate::heap::Heap;
 use crate::lock::{SpinGuard, SpinLock};
 use crate::stats::ClassStats;
-use crate::table::{decode_handle, SlabTable, DEPOT};
+use crate::table::{decode_handle, Entry, SlabTable, DEPOT};
 use crate::SlabConfig;
 use crossbeam_utils::CachePadded;
 use devpool_core::{
-    human_bytes, Backend, Block, IntoBackend, Counters, DeviceId, DevicePtr, Error, Pool, Request, Result,
-    Stats,
+    human_bytes, Backend, Block, Counters, DeviceId, DevicePtr, Error, IntoBackend, Pool, Request,
+    Result, Stats,
 };
 use parking_lot::Mutex;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// Thread caches per pool. Threads are spread over them by the order in which they
-/// first allocate, so up to this many threads each get their own.
+/// Thread caches per pool. Each running thread holds the lowest number no other
+/// running thread holds and uses that cache, so up to this many threads each get
+/// their own; a new thread takes over the cache (and slabs) of one that exited.
 pub const THREAD_CACHES: usize = 32;
 
 type Cache = CachePadded<SpinLock<Option<Box<Heap>>>>;
@@ -55,13 +57,9 @@ type Cache = CachePadded<SpinLock<Option<Box<Heap>>>>;
 /// assert!(pool.deallocate(&b).is_err());
 /// ```
 pub struct SlabPool {
-    backend: Arc<dyn Backend>,
-    device: DeviceId,
-    classes: Arc<Classes>,
     caches: Box<[Cache]>,
-    depot: Mutex<Depot>,
-    table: SlabTable,
-    counters: Counters,
+    device: DeviceId,
+    sh: Shared,
 }
 
 impl SlabPool {
@@ -74,23 +72,15 @@ impl SlabPool {
 
     pub(crate) fn with_classes(backend: Arc<dyn Backend>, classes: Arc<Classes>) -> Self {
         SlabPool {
-            device: backend.device(),
-            depot: Mutex::new(Depot::new(classes.info.len())),
             caches: (0..THREAD_CACHES).map(|_| Cache::default()).collect(),
-            table: SlabTable::default(),
-            counters: Counters::default(),
-            backend,
-            classes,
-        }
-    }
-
-    #[inline]
-    fn ctx(&self) -> Ctx<'_> {
-        Ctx {
-            backend: &*self.backend,
-            classes: &self.classes,
-            table: &self.table,
-            counters: &self.counters,
+            device: backend.device(),
+            sh: Shared {
+                depot: Mutex::new(Depot::new(classes.info.len())),
+                table: SlabTable::default(),
+                counters: Counters::default(),
+                backend,
+                classes,
+            },
         }
     }
 
@@ -117,38 +107,69 @@ impl SlabPool {
         (home, self.caches[home].lock())
     }
 
+    #[cold]
+    fn new_cache<'a>(&self, slot: &'a mut Option<Box<Heap>>, at: usize) -> &'a mut Heap {
+        slot.insert(Box::new(Heap::new(at as u8, self.sh.classes.info.len())))
+    }
+
     /// Check `block` and, when `free` is set, free it.
+    #[inline]
     fn release(&self, block: &Block, free: bool) -> Result<()> {
         let (idx, slot, gen) = decode_handle(block.handle);
-        let not_owned = Error::NotOwned { ptr: block.ptr };
-        loop {
-            let e = self.table.get(idx).ok_or(not_owned.clone())?;
-            if !e.present || e.gen != gen {
-                return Err(not_owned);
+        if let Some(cell) = self.sh.table.cell(idx) {
+            let raw = cell.load(Ordering::Acquire);
+            let e = Entry::decode(raw);
+            if e.present && e.gen == gen {
+                if let Some(cache) = self.caches.get(e.owner as usize) {
+                    let mut g = cache.lock();
+                    // The entry changes only under its owner's lock: check it stayed.
+                    if cell.load(Ordering::Relaxed) == raw {
+                        if let Some(heap) = g.as_mut() {
+                            return heap.free(e.local, slot, block, free, &self.sh);
+                        }
+                    }
+                }
             }
+        }
+        self.release_slow(block, free)
+    }
+
+    /// [`release`](Self::release) when the slab moved meanwhile, sits in the depot,
+    /// or the block is not one of ours.
+    #[cold]
+    fn release_slow(&self, block: &Block, free: bool) -> Result<()> {
+        let (idx, slot, gen) = decode_handle(block.handle);
+        loop {
+            let e = match self.sh.table.get(idx) {
+                Some(e) if e.present && e.gen == gen => e,
+                _ => return Err(Error::NotOwned { ptr: block.ptr }),
+            };
             if e.owner == DEPOT {
                 // The depot holds only empty slabs: this block is not live.
-                let d = self.depot.lock();
-                if self.table.get(idx) != Some(e) {
+                let d = self.sh.depot.lock();
+                if self.sh.table.get(idx) != Some(e) {
                     continue;
                 }
                 return Err(d.refuse(idx, slot, block));
             }
-            let mut g = self.caches[e.owner as usize].lock();
-            // The entry changes only under its owner's lock: check it did not move.
-            if self.table.get(idx) != Some(e) {
+            let Some(cache) = self.caches.get(e.owner as usize) else {
+                return Err(Error::NotOwned { ptr: block.ptr });
+            };
+            let mut g = cache.lock();
+            if self.sh.table.get(idx) != Some(e) {
                 continue;
             }
-            let Some(heap) = g.as_mut() else {
-                return Err(not_owned);
+            return match g.as_mut() {
+                Some(heap) => heap.free(e.local, slot, block, free, &self.sh),
+                None => Err(Error::NotOwned { ptr: block.ptr }),
             };
-            return heap.free(e.local, slot, block, free, &self.depot, &self.ctx());
         }
     }
 
     /// Statistics per class, smallest class first.
     pub fn class_stats(&self) -> Vec<ClassStats> {
         let mut out: Vec<ClassStats> = self
+            .sh
             .classes
             .info
             .iter()
@@ -170,7 +191,7 @@ impl SlabPool {
                 }
             }
         }
-        for (o, (slabs, slots)) in out.iter_mut().zip(self.depot.lock().kept()) {
+        for (o, (slabs, slots)) in out.iter_mut().zip(self.sh.depot.lock().kept()) {
             o.slabs += slabs as u64;
             o.empty_slabs += slabs as u64;
             o.free_slots += slots;
@@ -185,8 +206,8 @@ impl SlabPool {
     pub fn host_metadata_bytes(&self) -> usize {
         let mut bytes = std::mem::size_of::<SlabPool>()
             + self.caches.len() * std::mem::size_of::<Cache>()
-            + self.table.heap_bytes()
-            + self.depot.lock().metadata_bytes();
+            + self.sh.table.heap_bytes()
+            + self.sh.depot.lock().metadata_bytes();
         for cache in self.caches.iter() {
             if let Some(heap) = cache.lock().as_ref() {
                 bytes += heap.metadata_bytes();
@@ -195,31 +216,48 @@ impl SlabPool {
         bytes
     }
 
+    /// A debug check: walk every slab and check that its bitmap, free count, list
+    /// and table entry agree with each other and with the class and block counts.
+    /// It locks each thread cache in turn; run it when no operation is in flight.
+    /// Returns [`Error::Corrupted`] naming the first disagreement.
+    pub fn check_consistency(&self) -> Result<()> {
+        let corrupted = |detail: String| Error::Corrupted {
+            ptr: DevicePtr::NULL,
+            detail,
+        };
+        for cache in self.caches.iter() {
+            if let Some(heap) = cache.lock().as_ref() {
+                heap.check(&self.sh).map_err(corrupted)?;
+            }
+        }
+        self.sh.depot.lock().check().map_err(corrupted)
+    }
+
     /// The slot sizes of the classes, smallest first.
     pub fn class_sizes(&self) -> Vec<usize> {
-        self.classes.info.iter().map(|c| c.size).collect()
+        self.sh.classes.info.iter().map(|c| c.size).collect()
     }
 
     /// The slot size a request would get, or the error it would get.
     pub fn granted_size(&self, req: &Request) -> Result<usize> {
-        Ok(self.classes.info[self.classes.class_for(req)?].size)
+        Ok(self.sh.classes.info[self.sh.classes.class_for(req)?].size)
     }
 }
 
 impl Pool for SlabPool {
     #[inline]
     fn allocate(&self, req: &Request) -> Result<Block> {
-        let c = self.classes.class_for(req)?;
+        let c = self.sh.classes.class_for(req)?;
         let (at, mut g) = self.my_cache();
         let heap = match g.as_mut() {
             Some(h) => h,
-            None => g.insert(Box::new(Heap::new(at as u8, self.classes.info.len()))),
+            None => self.new_cache(&mut g, at),
         };
-        let (ptr, handle) = heap.alloc(c, req.size, &self.depot, &self.ctx())?;
+        let (ptr, size, handle) = heap.alloc(c, req.size, &self.sh)?;
         drop(g);
         Ok(Block {
             ptr: DevicePtr(ptr),
-            size: self.classes.info[c].size,
+            size,
             requested: req.size,
             stream: req.stream,
             device: self.device,
@@ -237,7 +275,7 @@ impl Pool for SlabPool {
     }
 
     fn stats(&self) -> Stats {
-        let mut s = self.counters.snapshot();
+        let mut s = self.sh.counters.snapshot();
         for cache in self.caches.iter() {
             if let Some(heap) = cache.lock().as_ref() {
                 let h = &heap.stats;
@@ -257,16 +295,16 @@ impl Pool for SlabPool {
     }
 
     fn trim(&self) -> Result<usize> {
-        let ctx = self.ctx();
+        let sh = &self.sh;
         let mut bytes = 0;
         let mut first_err = None;
         for cache in self.caches.iter() {
             let mut g = cache.lock();
             if let Some(heap) = g.as_mut() {
                 let empty = heap.take_empty();
-                let mut depot = self.depot.lock();
+                let mut depot = self.sh.depot.lock();
                 for slab in empty {
-                    match depot.release(slab, &ctx) {
+                    match depot.release(slab, sh) {
                         Ok(b) => bytes += b,
                         Err(e) => {
                             first_err.get_or_insert(e);
@@ -275,7 +313,7 @@ impl Pool for SlabPool {
                 }
             }
         }
-        let (b, e) = self.depot.lock().release_all(&ctx);
+        let (b, e) = self.sh.depot.lock().release_all(sh);
         bytes += b;
         match first_err.or(e) {
             Some(e) => Err(e),
@@ -301,10 +339,10 @@ impl Pool for SlabPool {
 
 impl Drop for SlabPool {
     fn drop(&mut self) {
-        let backend = &*self.backend;
+        let (backend, counters) = (&*self.sh.backend, &self.sh.counters);
         let mut release = |s: crate::slab::Slab| {
             if backend.free_region(s.region, s.region_bytes).is_ok() {
-                self.counters.on_release(s.region_bytes);
+                counters.on_release(s.region_bytes);
             }
         };
         for cache in self.caches.iter_mut() {
@@ -312,6 +350,6 @@ impl Drop for SlabPool {
                 heap.drain().for_each(&mut release);
             }
         }
-        self.depot.get_mut().drain().for_each(release);
+        self.sh.depot.get_mut().drain().for_each(release);
     }
 }

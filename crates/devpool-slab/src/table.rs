@@ -53,8 +53,9 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
+    /// The entry stored in a cell.
     #[inline]
-    fn decode(v: u64) -> Entry {
+    pub fn decode(v: u64) -> Entry {
         Entry {
             present: v & PRESENT != 0,
             owner: (v >> 40) as u8,
@@ -96,8 +97,9 @@ fn segment_len(seg: usize) -> usize {
 }
 
 impl SlabTable {
+    /// The cell of `slab`, if its segment exists.
     #[inline]
-    fn cell(&self, slab: u32) -> Option<&AtomicU64> {
+    pub fn cell(&self, slab: u32) -> Option<&AtomicU64> {
         let (seg, off) = place(slab as usize);
         self.segments.get(seg)?.get()?.get(off)
     }

@@ -1,24 +1,92 @@
-//! A small number per thread, to pick its cache.
+//! A small number per thread, to pick its cache: the lowest number no running
+//! thread holds, given back when the thread exits. A new thread thus takes over the
+//! caches of threads that are gone, with their slabs, instead of starting empty ones.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-static NEXT: AtomicUsize = AtomicUsize::new(0);
+/// Numbers handed out: bit `i` set while a running thread holds `i`.
+static TAKEN: AtomicU64 = AtomicU64::new(0);
 
-thread_local! {
-    static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
+struct Number(Cell<usize>);
+
+impl Drop for Number {
+    fn drop(&mut self) {
+        let n = self.0.get();
+        if n < 64 {
+            TAKEN.fetch_and(!(1 << n), Ordering::AcqRel);
+        }
+    }
 }
 
-/// This thread's number: threads are numbered in the order they first ask.
+thread_local! {
+    static NUMBER: Number = const { Number(Cell::new(usize::MAX)) };
+}
+
+/// This thread's number: below 64 while fewer than 64 threads hold one, otherwise
+/// shared with another thread (which is correct, only slower).
 #[inline]
 pub(crate) fn index() -> usize {
-    INDEX.with(|c| {
-        let v = c.get();
-        if v != usize::MAX {
-            return v;
+    NUMBER
+        .try_with(|n| {
+            let v = n.0.get();
+            if v != usize::MAX {
+                v
+            } else {
+                let v = take();
+                n.0.set(v);
+                v
+            }
+        })
+        // During thread exit, after the number was given back: any cache will do.
+        .unwrap_or(0)
+}
+
+#[cold]
+fn take() -> usize {
+    let mut cur = TAKEN.load(Ordering::Acquire);
+    loop {
+        if cur == u64::MAX {
+            return 64;
         }
-        let v = NEXT.fetch_add(1, Ordering::Relaxed) & (usize::MAX >> 1);
-        c.set(v);
-        v
-    })
+        let n = (!cur).trailing_zeros() as usize;
+        match TAKEN.compare_exchange_weak(cur, cur | (1 << n), Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => return n,
+            Err(now) => cur = now,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn numbers_are_distinct_while_held_and_reused_after() {
+        let mine = super::index();
+        assert_eq!(super::index(), mine, "stable within a thread");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let held: Vec<_> = (0..4)
+            .map(|_| {
+                let tx = tx.clone();
+                let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+                let h = std::thread::spawn(move || {
+                    tx.send(super::index()).unwrap();
+                    done_rx.recv().unwrap();
+                });
+                (h, done_tx)
+            })
+            .collect();
+        let mut got: Vec<usize> = (0..4).map(|_| rx.recv().unwrap()).collect();
+        got.push(mine);
+        got.sort_unstable();
+        got.dedup();
+        assert_eq!(got.len(), 5, "running threads hold distinct numbers");
+        for (h, done) in held {
+            done.send(()).unwrap();
+            h.join().unwrap();
+        }
+        // The numbers are given back: a new thread gets a small one, not a sixth.
+        let again = std::thread::spawn(super::index).join().unwrap();
+        assert!(again < 64);
+    }
 }

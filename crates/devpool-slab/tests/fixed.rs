@@ -66,7 +66,11 @@ fn a_freed_block_is_the_next_one_handed_out() {
         let b2 = a.alloc(BLOCK).unwrap();
         assert_eq!(b2.ptr, b.ptr);
     }
-    assert_eq!(mock.counters().memory_calls(), calls, "reuse makes no backend call");
+    assert_eq!(
+        mock.counters().memory_calls(),
+        calls,
+        "reuse makes no backend call"
+    );
     for b in keep {
         a.free(b).unwrap();
     }
@@ -84,7 +88,9 @@ fn freed_blocks_are_reused_before_new_slabs() {
         n
     };
     // Fill three slabs, free every other block, and fill again: no slab is added.
-    let mut blocks: Vec<Block> = (0..3 * pool_slots).map(|_| a.alloc(BLOCK).unwrap()).collect();
+    let mut blocks: Vec<Block> = (0..3 * pool_slots)
+        .map(|_| a.alloc(BLOCK).unwrap())
+        .collect();
     let reserved = a.stats().reserved_bytes.current;
     let mut kept = Vec::new();
     for (i, b) in blocks.drain(..).enumerate() {
@@ -166,7 +172,10 @@ fn out_of_memory_names_the_sizes_and_recovers() {
     assert_eq!(info.live, (blocks.len() * BLOCK) as u64);
     let b = blocks.pop().unwrap();
     a.free(b).unwrap();
-    blocks.push(a.alloc(BLOCK).expect("a freed block serves the next request"));
+    blocks.push(
+        a.alloc(BLOCK)
+            .expect("a freed block serves the next request"),
+    );
     for b in blocks {
         a.free(b).unwrap();
     }

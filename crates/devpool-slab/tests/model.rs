@@ -73,10 +73,7 @@ fn check_stats(
     let live: u64 = classes.iter().map(|c| c.live_slots).sum();
     let granted: u64 = classes.iter().map(|c| c.live_slots * c.size as u64).sum();
     let requested: u64 = classes.iter().map(|c| c.requested_bytes).sum();
-    let held: u64 = classes
-        .iter()
-        .map(|c| c.slabs * c.slab_bytes as u64)
-        .sum();
+    let held: u64 = classes.iter().map(|c| c.slabs * c.slab_bytes as u64).sum();
     prop_assert_eq!(live, s.live_blocks.current);
     prop_assert_eq!(live, model.len() as u64);
     prop_assert_eq!(granted, s.allocated_bytes.current);
@@ -90,10 +87,7 @@ fn check_stats(
     for c in &classes {
         let in_model: Vec<&Block> = model.values().filter(|b| b.size == c.size).collect();
         prop_assert_eq!(c.live_slots, in_model.len() as u64);
-        let waste: u64 = in_model
-            .iter()
-            .map(|b| (b.size - b.requested) as u64)
-            .sum();
+        let waste: u64 = in_model.iter().map(|b| (b.size - b.requested) as u64).sum();
         prop_assert_eq!(c.waste_bytes, waste);
         prop_assert_eq!(
             c.live_slots + c.free_slots,
@@ -150,6 +144,8 @@ fn run(cfg: SlabConfig, per_pow2: Option<usize>, max_log: u32, cases: u32) {
                     }
                 }
                 check_stats(&pool, &mock, &model)?;
+                pool.check_consistency()
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
             }
             for b in std::mem::take(&mut model).into_values() {
                 pool.deallocate(&b)
@@ -196,5 +192,10 @@ fn custom_list() {
 
 #[test]
 fn fixed_blocks() {
-    run(SlabConfig::fixed(3000).min_slab_bytes(16 << 10), None, 13, 64);
+    run(
+        SlabConfig::fixed(3000).min_slab_bytes(16 << 10),
+        None,
+        13,
+        64,
+    );
 }

@@ -26,7 +26,12 @@ fn empty_slabs_kept_one_per_cache_and_keep_empty_in_the_depot() {
         let blocks: Vec<Block> = (0..slabs * slots.slots_per_slab)
             .map(|_| pool.allocate(&req).unwrap())
             .collect();
-        let c = |p: &SlabPool| p.class_stats().into_iter().find(|c| c.size == 4096).unwrap();
+        let c = |p: &SlabPool| {
+            p.class_stats()
+                .into_iter()
+                .find(|c| c.size == 4096)
+                .unwrap()
+        };
         assert_eq!(c(&pool).slabs, slabs as u64);
         for b in blocks {
             pool.deallocate(&b).unwrap();
@@ -88,7 +93,11 @@ fn marginal_metadata_per_block(size: usize, slabs: usize) -> f64 {
     let pool = SlabPool::new(MockBackend::shared(), SlabConfig::default());
     let req = Request::new(size);
     let first = pool.allocate(&req).unwrap();
-    let per_slab = pool.class_stats().into_iter().find(|c| c.size == first.size).unwrap();
+    let per_slab = pool
+        .class_stats()
+        .into_iter()
+        .find(|c| c.size == first.size)
+        .unwrap();
     let mut blocks = vec![first];
     blocks.extend((1..per_slab.slots_per_slab).map(|_| pool.allocate(&req).unwrap()));
     let before = pool.host_metadata_bytes();

@@ -9,7 +9,11 @@ const SIZE: usize = 4096;
 
 fn grab(alloc: &dyn Allocator, stream: StreamId, n: usize) -> Vec<Block> {
     (0..n)
-        .map(|_| alloc.allocate(Request::new(SIZE).on_stream(stream)).unwrap())
+        .map(|_| {
+            alloc
+                .allocate(Request::new(SIZE).on_stream(stream))
+                .unwrap()
+        })
         .collect()
 }
 
@@ -51,7 +55,10 @@ fn cross_stream_free_waits_for_its_event_in_every_cache() {
         t.join().unwrap();
     }
     let here = grab(&*alloc, s1, 8);
-    assert!(here.iter().all(|x| x.ptr != b.ptr), "reused by its own thread");
+    assert!(
+        here.iter().all(|x| x.ptr != b.ptr),
+        "reused by its own thread"
+    );
     for x in here {
         alloc.free(x).unwrap();
     }
@@ -63,7 +70,10 @@ fn cross_stream_free_waits_for_its_event_in_every_cache() {
     assert!(on_s3.iter().all(|x| x.ptr != b.ptr));
     assert_eq!(alloc.pending_frees(), 0);
     let again = alloc.allocate(Request::new(SIZE).on_stream(s1)).unwrap();
-    assert_eq!(again.ptr, b.ptr, "the lowest free slot comes back to its stream");
+    assert_eq!(
+        again.ptr, b.ptr,
+        "the lowest free slot comes back to its stream"
+    );
     alloc.free(again).unwrap();
     for x in on_s3 {
         alloc.free(x).unwrap();
@@ -83,7 +93,10 @@ fn recorded_stream_holds_the_slot_until_its_event() {
     std::thread::spawn(move || a2.free(b).unwrap())
         .join()
         .unwrap();
-    assert!(alloc.free(b).is_err(), "a double free while pending is caught");
+    assert!(
+        alloc.free(b).is_err(),
+        "a double free while pending is caught"
+    );
     let got = grab(&*alloc, s1, 16);
     assert!(got.iter().all(|x| x.ptr != b.ptr));
     for x in got {

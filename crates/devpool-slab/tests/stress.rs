@@ -87,6 +87,11 @@ fn sixteen_threads_tagged_blocks() {
         left.iter().map(|(b, _)| b.requested as u64).sum::<u64>()
     );
     assert_eq!(s.allocations - s.frees, left.len() as u64);
+    let pool = alloc
+        .pool(devpool_core::StreamId::DEFAULT)
+        .expect("the stream's pool");
+    pool.check_consistency()
+        .expect("slabs, bitmaps and counts agree");
     for (b, tag) in left {
         verify(&mock, &b, tag);
         alloc.free(b).expect("final free");
