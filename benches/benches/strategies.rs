@@ -1,6 +1,8 @@
 //! Every strategy side by side on the mock backend: same-size pairs and the
 //! RMM-style random loop.
 
+#![allow(missing_docs)] // criterion_group! generates undocumented items
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use devpool_benches::RandomLoop;
 use devpool_core::{Allocator, MockBackend};
