@@ -51,9 +51,9 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    pub fn new(quick_depth: u32) -> Self {
+    pub fn new(quick_depth: u32, track: bool) -> Self {
         Inner {
-            tree: Tree::new(quick_depth),
+            tree: Tree::new(quick_depth, track),
             arenas: Vec::new(),
             pages: PageCounts::default(),
             live_bytes: 0,

@@ -24,20 +24,21 @@ pub enum BuddyMode {
 /// - under memory pressure: when a `map` fails for lack of memory, every unused page,
 ///   then the `map` is tried once more;
 /// - to keep the mapped total bounded: before mapping new pages and after each free,
-///   the pool unmaps unused pages (highest addresses first, one call per contiguous
-///   run) until the mapped pages are at most the larger of
-///   - the high-water mark of in-use pages (when `keep_high_water` is set), and
-///   - the in-use pages plus a slack of `slack_fraction` of the live bytes, at least
-///     `slack_min` bytes.
+///   while the mapped pages would exceed a limit. The limit is a base plus a slack:
+///   the base is the high-water mark of pages in use since the last trim (with
+///   `keep_high_water`; otherwise the pages in use now), the slack is
+///   `slack_fraction` of the base, at least `slack_min` bytes. Unused pages go in
+///   batches, the longest contiguous runs first, one `unmap` call per run.
 ///
 /// So the device bytes held never exceed the peak of bytes in use plus the slack,
 /// while work that repeats (a training loop) finds its pages still mapped and maps
-/// nothing once warm.
+/// little once warm. Without `keep_high_water`, unused pages never exceed the slack
+/// over the pages in use now, at the cost of mapping again whatever use climbs back.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct UnmapPolicy {
     /// Keep up to the high-water mark of in-use pages mapped (default true).
     pub keep_high_water: bool,
-    /// Slack over the in-use pages, as a fraction of live bytes (default 1/32).
+    /// Slack over the base, as a fraction of it (default 1/32).
     pub slack_fraction: f64,
     /// The least slack, in bytes (default 64 MiB).
     pub slack_min: usize,
@@ -73,7 +74,7 @@ pub struct BuddyConfig {
     /// (default 40: 1 TiB; at most 62).
     pub max_order: u32,
     /// Bytes of a new arena, a power of two; a request larger than this gets an arena
-    /// of its own size rounded up to a power of two. `None` (the default) picks 256
+    /// of its own size rounded up to a power of two. `None` (the default) picks 512
     /// MiB for regions and 128 GiB of address space for virtual ranges.
     pub arena_size: Option<usize>,
     /// Regions, virtual ranges, or whichever the backend offers (default `Auto`).
@@ -82,6 +83,14 @@ pub struct BuddyConfig {
     /// block freed and asked for again costs no split and no merge (default 8). They
     /// are merged before an arena is added and by `trim`.
     pub quick_depth: usize,
+    /// Region mode: hand out a block's bytes rounded up only to the smallest block, and
+    /// give the rest of its power of two back to the free lists as smaller blocks
+    /// (default true), so rounding costs almost no memory, at the price of a few more
+    /// splits and merges per block. When false, a block keeps its whole power of two.
+    /// Virtual mode keeps blocks whole: there the tail is address space with no memory
+    /// behind it, and whole blocks keep each address range to blocks of like sizes,
+    /// whose pages are then reused more often.
+    pub trim_tail: bool,
     /// When unused pages are unmapped in virtual mode.
     pub unmap: UnmapPolicy,
 }
@@ -94,6 +103,7 @@ impl Default for BuddyConfig {
             arena_size: None,
             mode: BuddyMode::Auto,
             quick_depth: 8,
+            trim_tail: true,
             unmap: UnmapPolicy::default(),
         }
     }
@@ -140,6 +150,12 @@ impl BuddyConfig {
         self
     }
 
+    /// Trim blocks' power-of-two tails (or not).
+    pub fn trim_tail(mut self, on: bool) -> Self {
+        self.trim_tail = on;
+        self
+    }
+
     /// Another unmap policy.
     pub fn unmap_policy(mut self, policy: UnmapPolicy) -> Self {
         self.unmap = policy;
@@ -162,6 +178,7 @@ pub(crate) struct Resolved {
     pub arena_order: u32,
     pub page_order: u32,
     pub quick_depth: u32,
+    pub trim_tail: bool,
     pub unmap: UnmapPolicy,
 }
 
@@ -175,7 +192,7 @@ impl Resolved {
         let page_order = ceil_log2(granularity.max(devpool_core::MIN_ALIGN));
         let min_order = ceil_log2(cfg.min_block.max(devpool_core::MIN_ALIGN)).min(page_order);
         let max_order = cfg.max_order.min(62).max(min_order.max(page_order));
-        let default_arena = if virt { 1usize << 37 } else { 256 << 20 };
+        let default_arena = if virt { 1usize << 37 } else { 512 << 20 };
         let arena_order = ceil_log2(cfg.arena_size.unwrap_or(default_arena).min(1 << 62))
             .min(max_order)
             .max(page_order);
@@ -190,6 +207,7 @@ impl Resolved {
             arena_order,
             page_order,
             quick_depth: cfg.quick_depth.min(u32::MAX as usize) as u32,
+            trim_tail: cfg.trim_tail && !virt,
             unmap,
         }
     }

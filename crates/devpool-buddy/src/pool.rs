@@ -59,7 +59,7 @@ impl BuddyPool {
         BuddyPool {
             device: backend.device(),
             page: 1 << r.page_order,
-            inner: Mutex::new(Inner::new(r.quick_depth)),
+            inner: Mutex::new(Inner::new(r.quick_depth, !r.virt)),
             counters: Counters::default(),
             backend,
             r,
@@ -90,12 +90,27 @@ impl BuddyPool {
             .max(self.r.min_order))
     }
 
-    /// Bytes granted to a block of `order` serving `size` bytes: the whole block in a
-    /// region; in a virtual range, the bytes its mapped pages back.
+    /// Bytes granted to a block of `order` serving `size` bytes: trimmed, the size
+    /// rounded up to the smallest block; else the whole block in a region, and in a
+    /// virtual range the bytes its mapped pages back.
     #[inline]
     pub(crate) fn granted(&self, order: u32, size: u64) -> u64 {
-        if self.r.virt && order >= self.r.page_order {
+        if self.r.trim_tail {
+            let unit = (1u64 << self.r.min_order) - 1;
+            (size + unit) & !unit
+        } else if self.r.virt && order >= self.r.page_order {
             size.div_ceil(self.page as u64) * self.page as u64
+        } else {
+            1 << order
+        }
+    }
+
+    /// Address space a live block of `order` keeps from others, at least: the whole
+    /// block unless tails are trimmed.
+    #[inline]
+    fn span(&self, order: u32) -> u64 {
+        if self.r.trim_tail {
+            0
         } else {
             1 << order
         }
@@ -108,7 +123,7 @@ impl BuddyPool {
             return Err(Error::NotOwned { ptr: block.ptr });
         };
         if n.gen == gen && n.addr == block.ptr.0 {
-            if n.state == State::Live {
+            if matches!(n.state, State::Live | State::Head) {
                 let size = n.requested.max(1);
                 if self.granted(n.order.into(), size) == block.size as u64 {
                     return Ok(i);
@@ -167,7 +182,8 @@ impl BuddyPool {
         Ok(root)
     }
 
-    /// Find or make a block of `order` for `size` bytes, backed, taken from the lists.
+    /// Find or make a block of `order` for `size` granted bytes, backed, taken from
+    /// the lists.
     fn place(&self, g: &mut Inner, order: u32, size: u64) -> Result<u32> {
         let i = match self.find(g, order, size) {
             Some(i) => i,
@@ -278,12 +294,15 @@ impl Pool for BuddyPool {
         let size = req.effective_size() as u64;
         let granted = self.granted(order, size);
         let mut g = self.inner.lock();
-        let i = self.place(&mut g, order, size)?;
+        let i = self.place(&mut g, order, granted)?;
         let gen = g.tree.make_live(i, req.size as u64);
+        if granted < 1 << order {
+            g.tree.trim(i, granted);
+        }
         let addr = g.tree.node(i).addr;
         g.live_bytes += req.size as u64;
         g.granted_bytes += granted;
-        g.block_bytes += 1 << order;
+        g.block_bytes += granted.max(self.span(order));
         drop(g);
         self.counters.on_alloc(req.size, granted as usize);
         Ok(Block {
@@ -304,10 +323,10 @@ impl Pool for BuddyPool {
         if self.r.virt {
             self.release_pages(&mut g, i, granted);
         }
-        g.tree.free_live(i);
+        g.tree.free_live(i, granted);
         g.live_bytes -= n.requested;
         g.granted_bytes -= granted;
-        g.block_bytes -= 1 << n.order;
+        g.block_bytes -= granted.max(self.span(n.order.into()));
         if self.r.virt {
             // The free itself is done; a failed unmap only leaves pages mapped.
             let _ = self.enforce_limit(&mut g);

@@ -22,8 +22,13 @@ pub(crate) enum State {
     Free,
     /// A freed block kept unmerged in its order's quick list.
     Quick,
-    /// A block handed out.
+    /// A block handed out whole.
     Live,
+    /// A block handed out trimmed: its first bytes are live, split below it into
+    /// [`Piece`](State::Piece)s, and the power-of-two tail went back to the free lists.
+    Head,
+    /// A live piece of a trimmed block (freed with its head).
+    Piece,
     /// A block split into the two children at `child` and `child + 1`.
     Split,
     /// A free block taken out of every list, about to be split or handed out.
@@ -52,6 +57,9 @@ pub(crate) struct Node {
     pub order: u8,
     /// What the node is now.
     pub state: State,
+    /// The largest free block at or below this node (0: none), when the tree tracks
+    /// it.
+    pub max_free: u8,
 }
 
 impl Node {
@@ -66,16 +74,22 @@ impl Node {
         arena: 0,
         order: 0,
         state: State::Vacant,
+        max_free: 0,
     };
 }
 
 #[derive(Clone, Copy)]
 struct List {
     head: u32,
+    tail: u32,
     len: u32,
 }
 
-const EMPTY: List = List { head: NIL, len: 0 };
+const EMPTY: List = List {
+    head: NIL,
+    tail: NIL,
+    len: 0,
+};
 
 /// The buddy tree of every arena of one pool.
 pub(crate) struct Tree {
@@ -87,11 +101,14 @@ pub(crate) struct Tree {
     quick_mask: u64,
     live: [u64; ORDERS],
     quick_depth: u32,
+    track: bool,
 }
 
 impl Tree {
-    /// An empty tree that keeps up to `quick_depth` freed blocks per order unmerged.
-    pub fn new(quick_depth: u32) -> Self {
+    /// An empty tree that keeps up to `quick_depth` freed blocks per order unmerged,
+    /// and tracks the largest free block below each node when `track` is set (for
+    /// [`lowest_fit`](Tree::lowest_fit)).
+    pub fn new(quick_depth: u32, track: bool) -> Self {
         Tree {
             nodes: Vec::new(),
             spare: Vec::new(),
@@ -101,7 +118,62 @@ impl Tree {
             quick_mask: 0,
             live: [0; ORDERS],
             quick_depth,
+            track,
         }
+    }
+
+    /// Bring `max_free` up to date from node `i` to the root, stopping where nothing
+    /// changes.
+    fn refresh(&mut self, mut i: u32) {
+        loop {
+            let n = self.node(i);
+            let v = match n.state {
+                State::Free => n.order,
+                State::Split | State::Head => {
+                    self.node(n.child).max_free.max(self.node(n.child + 1).max_free)
+                }
+                _ => 0,
+            };
+            if n.max_free == v {
+                return;
+            }
+            let parent = n.parent;
+            self.node_mut(i).max_free = v;
+            if parent == NIL {
+                return;
+            }
+            i = parent;
+        }
+    }
+
+    /// The lowest-addressed free block of at least `order` below `root`, if any (the
+    /// tree must track free blocks).
+    pub fn lowest_fit(&self, root: u32, order: u32) -> Option<u32> {
+        debug_assert!(self.track);
+        let mut i = root;
+        if u32::from(self.node(i).max_free) < order {
+            return None;
+        }
+        loop {
+            let n = self.node(i);
+            match n.state {
+                State::Free => return Some(i),
+                State::Split | State::Head => {
+                    i = if u32::from(self.node(n.child).max_free) >= order {
+                        n.child
+                    } else {
+                        n.child + 1
+                    };
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Whether a free block of at least `order` lies below `root` (tracking trees).
+    #[inline]
+    pub fn has_fit(&self, root: u32, order: u32) -> bool {
+        u32::from(self.node(root).max_free) >= order && order > 0
     }
 
     /// The node at `i`, if there is one.
@@ -185,14 +257,28 @@ impl Tree {
     }
 
     fn link(&mut self, i: u32, quick: bool) {
+        self.link_at(i, quick, false);
+    }
+
+    /// Put `i` in its free or quick list, at the front or at the back.
+    fn link_at(&mut self, i: u32, quick: bool, back: bool) {
         let order = self.node(i).order as usize;
         let list = if quick {
             &mut self.quick[order]
         } else {
             &mut self.free[order]
         };
-        let head = list.head;
-        list.head = i;
+        let (prev, next) = if back {
+            (list.tail, NIL)
+        } else {
+            (NIL, list.head)
+        };
+        if prev == NIL {
+            list.head = i;
+        }
+        if next == NIL {
+            list.tail = i;
+        }
         list.len += 1;
         if quick {
             self.quick_mask |= 1 << order;
@@ -200,11 +286,17 @@ impl Tree {
             self.free_mask |= 1 << order;
         }
         let n = self.node_mut(i);
-        n.prev = NIL;
-        n.next = head;
+        n.prev = prev;
+        n.next = next;
         n.state = if quick { State::Quick } else { State::Free };
-        if head != NIL {
-            self.node_mut(head).prev = i;
+        if prev != NIL {
+            self.node_mut(prev).next = i;
+        }
+        if next != NIL {
+            self.node_mut(next).prev = i;
+        }
+        if self.track && !quick {
+            self.refresh(i);
         }
     }
 
@@ -228,6 +320,9 @@ impl Tree {
         if list.head == i {
             list.head = n.next;
         }
+        if list.tail == i {
+            list.tail = n.prev;
+        }
         list.len -= 1;
         if list.len == 0 {
             *mask &= !(1 << order);
@@ -236,6 +331,9 @@ impl Tree {
         m.prev = NIL;
         m.next = NIL;
         m.state = State::Taken;
+        if self.track && !quick {
+            self.refresh(i);
+        }
     }
 
     /// Add an arena's root block: `2^order` bytes at `addr`, free. Returns its node.
@@ -286,6 +384,12 @@ impl Tree {
         self.link(i, false);
     }
 
+    /// The same, at the back of the list: the last to be looked at.
+    #[inline]
+    pub fn put_free_back(&mut self, i: u32) {
+        self.link_at(i, false, true);
+    }
+
     /// Hand out a taken block: it becomes live. Returns its new generation.
     #[inline]
     pub fn make_live(&mut self, i: u32, requested: u64) -> u32 {
@@ -310,18 +414,88 @@ impl Tree {
         Some(i)
     }
 
-    /// Free a live block: into its quick list while there is room, else merged with
-    /// its buddies.
-    pub fn free_live(&mut self, i: u32) {
+    /// Free a live block whose first `len` bytes were handed out: a whole block goes
+    /// into its quick list while there is room, anything else is merged with its
+    /// buddies.
+    pub fn free_live(&mut self, i: u32, len: u64) {
         let n = self.node_mut(i);
-        debug_assert_eq!(n.state, State::Live);
-        n.state = State::Taken;
         let order = n.order as usize;
-        self.live[order] -= 1;
-        if self.quick[order].len < self.quick_depth {
-            self.link(i, true);
-        } else {
-            self.merge(i);
+        match n.state {
+            State::Live => {
+                n.state = State::Taken;
+                self.live[order] -= 1;
+                if self.quick[order].len < self.quick_depth {
+                    self.link(i, true);
+                } else {
+                    self.merge(i);
+                }
+            }
+            _ => {
+                debug_assert_eq!(n.state, State::Head);
+                self.live[order] -= 1;
+                self.free_trimmed(i, len);
+            }
+        }
+    }
+
+    /// Hand out only the first `len` bytes of live block `top` (a multiple of the
+    /// smallest block, less than its size): split it so that those bytes are covered
+    /// by pieces and put the rest in the free lists, as blocks of their own.
+    pub fn trim(&mut self, top: u32, len: u64) {
+        debug_assert_eq!(self.node(top).state, State::Live);
+        let mut i = top;
+        let mut rest = len;
+        loop {
+            let order = self.node(i).order;
+            if rest == 1 << order {
+                self.node_mut(i).state = State::Piece;
+                break;
+            }
+            self.node_mut(i).state = State::Taken;
+            let l = self.split(i);
+            if i == top {
+                self.node_mut(i).state = State::Head;
+            }
+            let half = 1u64 << (order - 1);
+            if rest <= half {
+                self.put_free(l + 1);
+                i = l;
+            } else {
+                self.node_mut(l).state = State::Piece;
+                rest -= half;
+                i = l + 1;
+            }
+        }
+    }
+
+    /// Free trimmed block `top`, whose first `len` bytes were live: free its pieces,
+    /// deepest first, each merged with free buddies upward.
+    fn free_trimmed(&mut self, top: u32, len: u64) {
+        let mut pieces = [NIL; ORDERS];
+        let mut count = 0;
+        let (mut i, mut rest) = (top, len);
+        loop {
+            let n = self.node(i);
+            if rest == 1 << n.order || n.state == State::Piece {
+                pieces[count] = i;
+                count += 1;
+                break;
+            }
+            let half = 1u64 << (n.order - 1);
+            let l = n.child;
+            if rest <= half {
+                i = l;
+            } else {
+                pieces[count] = l;
+                count += 1;
+                rest -= half;
+                i = l + 1;
+            }
+        }
+        self.node_mut(top).state = State::Split;
+        for &p in pieces[..count].iter().rev() {
+            self.node_mut(p).state = State::Taken;
+            self.merge(p);
         }
     }
 
@@ -370,11 +544,35 @@ impl Tree {
         while let Some(i) = stack.pop() {
             let n = self.node(i);
             let o = n.order as usize;
+            if self.track {
+                let want = match n.state {
+                    State::Free => n.order,
+                    State::Split | State::Head => {
+                        self.node(n.child).max_free.max(self.node(n.child + 1).max_free)
+                    }
+                    _ => 0,
+                };
+                if n.max_free != want {
+                    return Err(format!("node {i}: largest free {} not {want}", n.max_free));
+                }
+            }
             match n.state {
                 State::Free => seen_free[o] += 1,
                 State::Quick => seen_quick[o] += 1,
                 State::Live => seen_live[o] += 1,
-                State::Split => {
+                State::Piece => {
+                    let mut up = n.parent;
+                    while up != NIL && self.node(up).state != State::Head {
+                        up = self.node(up).parent;
+                    }
+                    if up == NIL {
+                        return Err(format!("piece {i} lies under no trimmed block"));
+                    }
+                }
+                State::Split | State::Head => {
+                    if n.state == State::Head {
+                        seen_live[o] += 1;
+                    }
                     let (l, r) = (self.node(n.child), self.node(n.child + 1));
                     let half = 1u64 << (n.order - 1);
                     for (c, want) in [(l, n.addr), (r, n.addr + half)] {
@@ -417,8 +615,8 @@ impl Tree {
                     prev = at;
                     at = n.next;
                 }
-                if count != list.len {
-                    return Err(format!("order {o}: {state:?} list length is wrong"));
+                if count != list.len || prev != list.tail {
+                    return Err(format!("order {o}: {state:?} list length or tail is wrong"));
                 }
             }
         }
@@ -447,7 +645,7 @@ mod tests {
 
     #[test]
     fn split_and_merge_back_to_one_block() {
-        let mut t = Tree::new(0);
+        let mut t = Tree::new(0, true);
         let root = t.add_root(1 << 20, 20, 0);
         let a = take_leaf(&mut t, 8).unwrap();
         t.make_live(a, 100);
@@ -458,8 +656,8 @@ mod tests {
         t.validate(&[root]).unwrap();
         assert_eq!(t.list_lens(8), (0, 0));
         assert_eq!(t.list_lens(19), (1, 0));
-        t.free_live(a);
-        t.free_live(b);
+        t.free_live(a, 0);
+        t.free_live(b, 0);
         t.validate(&[root]).unwrap();
         assert_eq!(t.free_orders_from(0), 1 << 20, "one free block of the top order");
         t.remove_root(root);
@@ -468,14 +666,14 @@ mod tests {
 
     #[test]
     fn quick_lists_hold_blocks_until_flushed() {
-        let mut t = Tree::new(2);
+        let mut t = Tree::new(2, true);
         let root = t.add_root(0, 12, 0);
         let blocks: Vec<u32> = (0..4).map(|_| take_leaf(&mut t, 10).unwrap()).collect();
         for &b in &blocks {
             t.make_live(b, 1);
         }
         for &b in &blocks {
-            t.free_live(b);
+            t.free_live(b, 0);
         }
         assert_eq!(t.list_lens(10).1, 2, "two kept unmerged, the rest merged");
         t.validate(&[root]).unwrap();
@@ -488,12 +686,38 @@ mod tests {
     }
 
     #[test]
+    fn trimmed_tails_serve_others_and_merge_back() {
+        let mut t = Tree::new(4, true);
+        let root = t.add_root(0, 20, 0);
+        let a = take_leaf(&mut t, 20).unwrap();
+        t.make_live(a, 0);
+        let len = (1 << 19) + (1 << 17) + (1 << 8);
+        t.trim(a, len);
+        t.validate(&[root]).unwrap();
+        // The tail: 2^8 + 2^9 + ... + 2^16 and 2^18 are free.
+        for o in (8..=16).chain([18]) {
+            assert_eq!(t.list_lens(o), (1, 0), "order {o}");
+        }
+        assert_eq!(t.list_lens(17), (0, 0));
+        let b = take_leaf(&mut t, 18).unwrap();
+        assert_eq!(t.node(b).addr, 3 << 18, "the tail serves another block");
+        t.make_live(b, 0);
+        t.free_live(a, len);
+        t.validate(&[root]).unwrap();
+        assert_eq!(t.list_lens(18), (1, 0), "a's half merged back");
+        t.free_live(b, 1 << 18);
+        t.flush_quick();
+        t.validate(&[root]).unwrap();
+        assert_eq!(t.free_orders_from(0), 1 << 20, "one free block again");
+    }
+
+    #[test]
     fn generations_change_on_reuse() {
-        let mut t = Tree::new(0);
+        let mut t = Tree::new(0, true);
         t.add_root(0, 10, 0);
         let a = take_leaf(&mut t, 9).unwrap();
         let g1 = t.make_live(a, 1);
-        t.free_live(a);
+        t.free_live(a, 0);
         let b = take_leaf(&mut t, 9).unwrap();
         let g2 = t.make_live(b, 1);
         assert_eq!(t.node(a).addr, t.node(b).addr);

@@ -10,37 +10,48 @@ use crate::arena::Inner;
 use crate::pool::BuddyPool;
 use devpool_core::{BackendError, DevicePtr, Result};
 
+
 impl BuddyPool {
     /// The most pages the pool may keep mapped now.
     fn page_limit(&self, g: &Inner) -> usize {
         let u = &self.r.unmap;
-        let slack = (g.live_bytes as f64 * u.slack_fraction).max(u.slack_min as f64);
-        let slack_pages = (slack / self.page as f64).min(usize::MAX as f64 / 2.0) as usize;
-        let floor = g.pages.used.saturating_add(slack_pages);
-        if u.keep_high_water {
-            floor.max(g.pages.high_water)
+        let base = if u.keep_high_water {
+            g.pages.high_water.max(g.pages.used)
         } else {
-            floor
-        }
+            g.pages.used
+        };
+        let slack = (base as f64 * self.page as f64 * u.slack_fraction).max(u.slack_min as f64);
+        let slack_pages = (slack / self.page as f64).min(usize::MAX as f64 / 2.0) as usize;
+        base.saturating_add(slack_pages)
+    }
+
+    /// Pages to unmap so that `extra` more pages fit under the limit.
+    fn excess(&self, g: &Inner, extra: usize) -> usize {
+        (g.pages.mapped + extra).saturating_sub(self.page_limit(g))
     }
 
     /// Unmap unused pages while the pool holds more than its limit.
     pub(crate) fn enforce_limit(&self, g: &mut Inner) -> Result<usize> {
-        let limit = self.page_limit(g);
-        if g.pages.mapped > limit {
-            self.unmap_unused(g, g.pages.mapped - limit)
-        } else {
-            Ok(0)
+        match self.excess(g, 0) {
+            0 => Ok(0),
+            want => self.unmap_unused(g, want),
         }
     }
 
-    /// Unmap up to `want` unused pages, highest addresses first, one call per run;
-    /// returns the pages unmapped.
+    /// Unmap up to `want` unused pages, longest runs first (the fewest calls), one call
+    /// per run; returns the pages unmapped.
     pub(crate) fn unmap_unused(&self, g: &mut Inner, want: usize) -> Result<usize> {
+        let mut runs: Vec<(usize, usize, usize)> = Vec::new();
+        for (idx, a) in g.arenas.iter().enumerate() {
+            if let Some(p) = a.as_ref().and_then(|a| a.pages.as_ref()) {
+                runs.extend(p.unused_runs().into_iter().map(|(s, n)| (idx, s, n)));
+            }
+        }
+        runs.sort_by(|x, y| y.2.cmp(&x.2));
         let mut done = 0;
         let po = self.r.page_order;
-        for idx in (0..g.arenas.len()).rev() {
-            if done >= want || g.pages.unused == 0 {
+        for (idx, s, len) in runs {
+            if done >= want {
                 break;
             }
             let Some(a) = g.arenas[idx].as_mut() else {
@@ -49,20 +60,15 @@ impl BuddyPool {
             let Some(pages) = a.pages.as_mut() else {
                 continue;
             };
-            for (s, len) in pages.unused_runs() {
-                if done >= want {
-                    break;
-                }
-                let take = len.min(want - done);
-                let start = s + len - take;
-                let at = DevicePtr(a.base).offset(start << po);
-                self.backend.unmap(at, take << po)?;
-                pages.set_mapped(start, take, false);
-                g.pages.mapped -= take;
-                g.pages.unused -= take;
-                self.counters.on_release(take << po);
-                done += take;
-            }
+            let take = len.min(want - done);
+            let start = s + len - take;
+            let at = DevicePtr(a.base).offset(start << po);
+            self.backend.unmap(at, take << po)?;
+            pages.set_mapped(start, take, false);
+            g.pages.mapped -= take;
+            g.pages.unused -= take;
+            self.counters.on_release(take << po);
+            done += take;
         }
         Ok(done)
     }
@@ -71,10 +77,10 @@ impl BuddyPool {
     /// under the limit; on out of memory, unmap every unused page and try once more.
     fn map_runs(&self, g: &mut Inner, arena: u32, runs: &[(usize, usize)]) -> Result<()> {
         let need: usize = runs.iter().map(|r| r.1).sum();
-        let limit = self.page_limit(g);
-        if g.pages.mapped + need > limit {
+        let excess = self.excess(g, need);
+        if excess > 0 {
             // Best effort: a failed unmap leaves more mapped, nothing worse.
-            let _ = self.unmap_unused(g, g.pages.mapped + need - limit);
+            let _ = self.unmap_unused(g, excess);
         }
         let po = self.r.page_order;
         for &(s, len) in runs {
@@ -96,40 +102,45 @@ impl BuddyPool {
         Ok(())
     }
 
-    /// Back taken block `i`, serving `size` bytes, with mapped pages and mark them in
-    /// use. On failure nothing is in use that was not before (pages mapped on the way
-    /// stay mapped, unused).
-    pub(crate) fn back(&self, g: &mut Inner, i: u32, size: u64) -> Result<()> {
-        let order = u32::from(g.tree.node(i).order);
-        let (a, p) = g.page_of(i, self.r.page_order);
+    /// The pages under the first `len` bytes of block `i`: its arena, its first page,
+    /// how many pages it covers whole, and the page it covers in part, if any (the
+    /// next one, or the first for a block inside one page).
+    fn footprint(&self, g: &Inner, i: u32, len: u64) -> (u32, usize, usize, Option<usize>) {
+        let (a, first) = g.page_of(i, self.r.page_order);
+        let off = g.tree.node(i).addr - g.arena(a).base;
+        let page = self.page as u64;
+        if off % page != 0 {
+            return (a, first, 0, Some(first));
+        }
+        let full = (len / page) as usize;
+        (a, first, full, (len % page != 0).then_some(first + full))
+    }
+
+    /// Back taken block `i`, of which `len` bytes are handed out, with mapped pages and
+    /// mark them in use. On failure nothing is in use that was not before (pages mapped
+    /// on the way stay mapped, unused).
+    pub(crate) fn back(&self, g: &mut Inner, i: u32, len: u64) -> Result<()> {
+        let (a, first, full, part) = self.footprint(g, i, len);
         let Some(pages) = g.arenas[a as usize].as_mut().and_then(|x| x.pages.as_mut()) else {
             return Ok(());
         };
-        let counts = &mut g.pages;
-        if order < self.r.page_order {
-            if pages.add_sharer(p) == 0 {
-                let mapped = pages.is_mapped(p);
-                pages.set_used(p, 1, true);
-                counts.used += 1;
-                if mapped {
-                    counts.unused -= 1;
-                } else if let Err(e) = self.map_runs(g, a, &[(p, 1)]) {
-                    self.release_pages(g, i, 1);
-                    return Err(e);
+        // A page covered in part is in use from its first sharer on.
+        let new_part = part.is_some_and(|q| pages.add_sharer(q) == 0);
+        let n = full + usize::from(new_part);
+        let mapped = pages.count_mapped(first, n);
+        pages.set_used(first, n, true);
+        g.pages.used += n;
+        g.pages.unused -= mapped;
+        if mapped < n {
+            let runs = pages.missing_runs(first, n);
+            if let Err(e) = self.map_runs(g, a, &runs) {
+                self.unuse(g, a, first, n);
+                if let Some(q) = part {
+                    if let Some(p) = g.arena_mut(a).pages.as_mut() {
+                        p.remove_sharer(q);
+                    }
                 }
-            }
-        } else {
-            let n = size.div_ceil(self.page as u64) as usize;
-            let mapped = pages.count_mapped(p, n);
-            pages.set_used(p, n, true);
-            counts.used += n;
-            counts.unused -= mapped;
-            if mapped < n {
-                let runs = pages.missing_runs(p, n);
-                if let Err(e) = self.map_runs(g, a, &runs) {
-                    self.unuse(g, a, p, n);
-                    return Err(e);
-                }
+                return Err(e);
             }
         }
         g.pages.high_water = g.pages.high_water.max(g.pages.used);
@@ -138,7 +149,7 @@ impl BuddyPool {
 
     /// Mark pages `p..p + n` of arena `a` not in use.
     fn unuse(&self, g: &mut Inner, a: u32, p: usize, n: usize) {
-        if let Some(pages) = g.arena_mut(a).pages.as_mut() {
+        if let Some(pages) = g.arenas[a as usize].as_mut().and_then(|x| x.pages.as_mut()) {
             pages.set_used(p, n, false);
             let mapped = pages.count_mapped(p, n);
             g.pages.used -= n;
@@ -146,20 +157,15 @@ impl BuddyPool {
         }
     }
 
-    /// The pages of live block `i`, granted `granted` bytes, are no longer in use.
-    pub(crate) fn release_pages(&self, g: &mut Inner, i: u32, granted: u64) {
-        let order = u32::from(g.tree.node(i).order);
-        let (a, p) = g.page_of(i, self.r.page_order);
-        if order < self.r.page_order {
-            let Some(pages) = g.arena_mut(a).pages.as_mut() else {
-                return;
-            };
-            if pages.remove_sharer(p) == 0 {
-                self.unuse(g, a, p, 1);
-            }
-        } else {
-            self.unuse(g, a, p, (granted / self.page as u64) as usize);
-        }
+    /// The pages under the first `len` bytes of live block `i` are no longer in use by
+    /// it.
+    pub(crate) fn release_pages(&self, g: &mut Inner, i: u32, len: u64) {
+        let (a, first, full, part) = self.footprint(g, i, len);
+        let Some(pages) = g.arenas[a as usize].as_mut().and_then(|x| x.pages.as_mut()) else {
+            return;
+        };
+        let last_out = part.is_some_and(|q| pages.remove_sharer(q) == 0);
+        self.unuse(g, a, first, full + usize::from(last_out));
     }
 
     /// Check the page bitmaps against the counts and the live blocks.

@@ -1,0 +1,201 @@
+//! Fragmentation of the buddy allocator on the bundled real traces.
+//!
+//! Replays each trace in traces/ (gzip CSV in RMM's log format) through the buddy
+//! allocator on a fresh mock device per run, and prints the peak device bytes held
+//! from the backend over the peak live requested bytes (1.000 is the floor), with the
+//! backend's map and unmap calls per 1000 operations.
+//!
+//! ```sh
+//! cargo run --release -p devpool-buddy --example trace_frag [TRACE_DIR]
+//! ```
+
+use devpool_buddy::{buddy, BuddyConfig, UnmapPolicy};
+use devpool_core::{Allocator, Backend, Block, MockBackend, Request, StreamId};
+use flate2::read::GzDecoder;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// One row of a trace.
+enum Op {
+    Alloc { ptr: u64, size: usize, stream: u64 },
+    Free { ptr: u64 },
+}
+
+fn hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok()
+}
+
+/// Read a gzip RMM CSV log: `Thread,Time,Action,Pointer,Size,Stream`.
+fn read_trace(path: &Path) -> std::io::Result<Vec<Op>> {
+    let file = std::fs::File::open(path)?;
+    let mut ops = Vec::new();
+    for line in BufReader::new(GzDecoder::new(file)).lines().skip(1) {
+        let line = line?;
+        let f: Vec<&str> = line.split(',').collect();
+        if f.len() < 6 {
+            continue;
+        }
+        let (Some(ptr), Ok(size), Some(stream)) = (hex(f[3]), f[4].trim().parse(), hex(f[5]))
+        else {
+            continue;
+        };
+        match f[2].trim() {
+            "allocate" => ops.push(Op::Alloc { ptr, size, stream }),
+            "free" => ops.push(Op::Free { ptr }),
+            _ => {} // "allocate failure": nothing was handed out
+        }
+    }
+    Ok(ops)
+}
+
+/// Peak of live requested bytes over the trace.
+fn peak_live(ops: &[Op]) -> u64 {
+    let (mut live, mut peak) = (0u64, 0u64);
+    let mut sizes = HashMap::new();
+    for op in ops {
+        match *op {
+            Op::Alloc { ptr, size, .. } => {
+                sizes.insert(ptr, size as u64);
+                live += size as u64;
+                peak = peak.max(live);
+            }
+            Op::Free { ptr } => live -= sizes.remove(&ptr).unwrap_or(0),
+        }
+    }
+    peak
+}
+
+struct Outcome {
+    warm_map: f64,
+    warm_unmap: f64,
+    peak_device: u64,
+    map_calls: u64,
+    unmap_calls: u64,
+    region_calls: u64,
+    ops: u64,
+    ns_per_op: f64,
+    failed: u64,
+}
+
+fn replay(ops: &[Op], cfg: BuddyConfig) -> Outcome {
+    let mock = MockBackend::shared();
+    let alloc = buddy(mock.clone(), cfg);
+    let mut live: HashMap<u64, Block> = HashMap::new();
+    let mut failed = 0;
+    let t = Instant::now();
+    let mut half = None;
+    for (k, op) in ops.iter().enumerate() {
+        if k == ops.len() / 2 {
+            half = Some(mock.counters());
+        }
+        match *op {
+            Op::Alloc { ptr, size, stream } => {
+                match alloc.allocate(Request::new(size).on_stream(StreamId(stream))) {
+                    Ok(b) => {
+                        live.insert(ptr, b);
+                    }
+                    Err(_) => failed += 1,
+                }
+            }
+            Op::Free { ptr } => {
+                if let Some(b) = live.remove(&ptr) {
+                    alloc.free(b).expect("free of a live block");
+                }
+            }
+        }
+    }
+    let ns_per_op = t.elapsed().as_nanos() as f64 / ops.len().max(1) as f64;
+    let c = mock.counters();
+    let h = half.unwrap_or(c);
+    let second = (ops.len() - ops.len() / 2).max(1) as f64;
+    Outcome {
+        warm_map: (c.map_calls - h.map_calls) as f64 * 1000.0 / second,
+        warm_unmap: (c.unmap_calls - h.unmap_calls) as f64 * 1000.0 / second,
+        peak_device: c.bytes_in_use.peak,
+        map_calls: c.map_calls,
+        unmap_calls: c.unmap_calls,
+        region_calls: c.region_allocs + c.region_frees,
+        ops: ops.len() as u64,
+        ns_per_op,
+        failed,
+    }
+}
+
+fn main() {
+    let dir = std::env::args().nth(1).map(PathBuf::from).unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../traces")
+            .to_path_buf()
+    });
+    let strict = UnmapPolicy {
+        keep_high_water: false,
+        ..UnmapPolicy::default()
+    };
+    let runs: Vec<(&str, BuddyConfig)> = vec![
+        ("region", BuddyConfig::region()),
+        ("region, 64 MiB arenas", BuddyConfig::region().arena_size(64 << 20)),
+        ("region, 512 MiB arenas", BuddyConfig::region().arena_size(512 << 20)),
+        ("region, 1 GiB arenas", BuddyConfig::region().arena_size(1 << 30)),
+        ("region, 2 GiB arenas", BuddyConfig::region().arena_size(2 << 30)),
+        ("region, 4 GiB arenas", BuddyConfig::region().arena_size(4 << 30)),
+        ("region, 1 GiB quick 0", BuddyConfig::region().arena_size(1 << 30).quick_depth(0)),
+        ("region, whole blocks", BuddyConfig::region().trim_tail(false)),
+        ("virtual", BuddyConfig::virtual_ranges()),
+        ("virtual, whole blocks", BuddyConfig::virtual_ranges().trim_tail(false)),
+        ("virtual quick 0", BuddyConfig::virtual_ranges().quick_depth(0)),
+        ("virtual slack 1/16", BuddyConfig::virtual_ranges().unmap_policy(UnmapPolicy { slack_fraction: 1.0/16.0, ..UnmapPolicy::default() })),
+        ("virtual slack 1/8", BuddyConfig::virtual_ranges().unmap_policy(UnmapPolicy { slack_fraction: 1.0/8.0, ..UnmapPolicy::default() })),
+        ("virtual slack inf", BuddyConfig::virtual_ranges().unmap_policy(UnmapPolicy { slack_fraction: 100.0, ..UnmapPolicy::default() })),
+        ("virtual slack 0", BuddyConfig::virtual_ranges().unmap_policy(UnmapPolicy { slack_fraction: 0.0, slack_min: 0, ..UnmapPolicy::default() })),
+        ("virtual, no high-water cache", BuddyConfig::virtual_ranges().unmap_policy(strict)),
+    ];
+    println!(
+        "{:<20} {:<30} {:>10} {:>8} {:>9} {:>11} {:>7} {:>7} {:>12} {:>8}",
+        "trace",
+        "allocator",
+        "peak dev",
+        "ratio",
+        "map/1k",
+        "unmap/1k",
+        "map2",
+        "unmap2",
+        "region/1k",
+        "ns/op"
+    );
+    for name in ["resnet50_train", "gpt2_train_varlen"] {
+        let path = dir.join(format!("{name}.csv.gz"));
+        let ops = match read_trace(&path) {
+            Ok(ops) => ops,
+            Err(e) => {
+                eprintln!("{}: {e}", path.display());
+                continue;
+            }
+        };
+        let peak = peak_live(&ops);
+        println!("{name:<20} {:<30} {:>10}", "(peak live bytes)", peak);
+        for (label, cfg) in &runs {
+            let o = replay(&ops, *cfg);
+            let per_k = |x: u64| x as f64 * 1000.0 / o.ops as f64;
+            println!(
+                "{:<20} {:<30} {:>10} {:>8.3} {:>9.2} {:>11.2} {:>7.2} {:>7.2} {:>12.2} {:>8.0}{}",
+                name,
+                label,
+                o.peak_device,
+                o.peak_device as f64 / peak as f64,
+                per_k(o.map_calls),
+                per_k(o.unmap_calls),
+                o.warm_map,
+                o.warm_unmap,
+                per_k(o.region_calls),
+                o.ns_per_op,
+                if o.failed > 0 {
+                    format!("  ({} allocations failed)", o.failed)
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+}
