@@ -114,6 +114,30 @@ pub trait Backend: Send + Sync {
         Err(BackendError::Unsupported("copies"))
     }
 
+    /// Let `peer`'s device read and write this device's memory: memory this backend
+    /// holds now and maps later (for virtual ranges, access is granted to both
+    /// devices). Without it, a peer's kernels and copies must not touch this memory.
+    fn enable_peer_access(&self, _peer: DeviceId) -> BackendResult<()> {
+        Err(BackendError::Unsupported("peer access"))
+    }
+    /// Whether [`enable_peer_access`](Backend::enable_peer_access) was granted to `peer`.
+    fn peer_access_enabled(&self, _peer: DeviceId) -> bool {
+        false
+    }
+    /// Copy `len` bytes from `src` on `src_backend`'s device into `dst` on this
+    /// device; returns when the copy is done. Needs peer access to `src` from this
+    /// device (`src_backend.enable_peer_access(self.device())`).
+    fn copy_from_peer(
+        &self,
+        _dst: DevicePtr,
+        _src_backend: &dyn Backend,
+        _src: DevicePtr,
+        _len: usize,
+        _stream: StreamId,
+    ) -> BackendResult<()> {
+        Err(BackendError::Unsupported("peer copies"))
+    }
+
     /// The backend's own counts of calls and bytes.
     fn counters(&self) -> BackendCounters;
 }

@@ -25,6 +25,7 @@
 mod allocator;
 mod backend;
 mod buffer;
+mod devices;
 mod direct;
 mod error;
 mod mock;
@@ -39,6 +40,7 @@ pub mod testing;
 pub use allocator::{Allocator, Pool};
 pub use backend::{Backend, BackendCounterCell, BackendCounters, BackendResult, IntoBackend};
 pub use buffer::{DeviceBuffer, DeviceCopy};
+pub use devices::Devices;
 pub use direct::{direct, DirectPool};
 pub use error::{BackendError, Error, OomInfo, Result};
 pub use mock::{EventPolicy, FaultOn, MockBackend, MockConfig, GIB};

@@ -145,6 +145,7 @@ struct State {
     next_event: u64,
     fault: Option<Fault>,
     fail_all: bool,
+    peers: Vec<DeviceId>,
 }
 
 /// The CPU mock of a GPU's memory. Cheap to share: wrap it in an [`Arc`].
@@ -193,6 +194,7 @@ impl MockBackend {
             next_event: 1,
             fault: None,
             fail_all: false,
+            peers: Vec::new(),
         };
         MockBackend {
             cfg,
@@ -209,6 +211,14 @@ impl MockBackend {
     /// A shared mock with these settings.
     pub fn shared_with(cfg: MockConfig) -> Arc<MockBackend> {
         Arc::new(MockBackend::new(cfg))
+    }
+
+    /// `n` mocks with these settings, one per device ordinal `0..n`, each in its own
+    /// window of addresses: a machine with several GPUs.
+    pub fn devices(n: u32, cfg: MockConfig) -> Vec<Arc<MockBackend>> {
+        (0..n)
+            .map(|d| MockBackend::shared_with(cfg.clone().device(d)))
+            .collect()
     }
 
     /// The settings.
@@ -668,6 +678,44 @@ impl Backend for MockBackend {
         self.with_bytes("copy_to_host", src, len, |b, at| {
             dst[at..at + b.len()].copy_from_slice(b)
         })
+    }
+
+    fn enable_peer_access(&self, peer: DeviceId) -> BackendResult<()> {
+        if peer == self.cfg.device {
+            return Err(self.invalid("enable_peer_access", format!("{peer} is this device")));
+        }
+        let mut s = self.state.lock();
+        if !s.peers.contains(&peer) {
+            s.peers.push(peer);
+        }
+        Ok(())
+    }
+
+    fn peer_access_enabled(&self, peer: DeviceId) -> bool {
+        self.state.lock().peers.contains(&peer)
+    }
+
+    fn copy_from_peer(
+        &self,
+        dst: DevicePtr,
+        src_backend: &dyn Backend,
+        src: DevicePtr,
+        len: usize,
+        stream: StreamId,
+    ) -> BackendResult<()> {
+        let me = self.cfg.device;
+        if src_backend.device() != me && !src_backend.peer_access_enabled(me) {
+            return Err(self.invalid(
+                "copy_from_peer",
+                format!(
+                    "{me} has no access to {}: enable peer access first",
+                    src_backend.device()
+                ),
+            ));
+        }
+        let mut buf = vec![0u8; len];
+        src_backend.copy_to_host(&mut buf, src, stream)?;
+        self.copy_to_device(dst, &buf, stream)
     }
 
     fn counters(&self) -> BackendCounters {
