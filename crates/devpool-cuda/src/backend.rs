@@ -196,6 +196,8 @@ impl CudaBackend {
             let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(device) };
             e
         };
+        // Some queries below want a current context.
+        let _cx = Context(ctx).enter().map_err(release)?;
         let device_name = name_of(device).map_err(release)?;
         let virtual_memory = attribute(
             device,
@@ -208,6 +210,7 @@ impl CudaBackend {
         } else {
             FALLBACK_GRANULARITY
         };
+        drop(_cx);
         Ok(Arc::new(CudaBackend {
             ordinal,
             device,
@@ -320,8 +323,8 @@ impl CudaBackend {
     }
 
     fn raw_free(&self, base: u64) -> BackendResult<()> {
-        // SAFETY: `base` came from cuMemAlloc and is freed once (it was taken out of
-        // the region table); the context is current.
+        // SAFETY: `base` came from cuMemAlloc and is freed once (the callers take it
+        // out of the region table first, or never put it in); the context is current.
         check("cuMemFree", unsafe { sys::cuMemFree_v2(base) }).map_err(|e| self.fail(e))
     }
 }

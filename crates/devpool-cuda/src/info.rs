@@ -1,6 +1,6 @@
 //! What the driver says about itself and its devices, for `devpool info`.
 
-use crate::backend::{attribute, device_handle, granularity_of, name_of};
+use crate::backend::{attribute, device_handle, name_of};
 use crate::driver::{self, check};
 use crate::CudaBackend;
 use cudarc::driver::sys;
@@ -117,11 +117,7 @@ pub fn device_info(ordinal: u32) -> Result<DeviceInfo, BackendError> {
         name: name_of(dev)?,
         total_bytes,
         free_bytes,
-        granularity: if virtual_memory {
-            granularity_of(dev)?
-        } else {
-            backend.granularity()
-        },
+        granularity: backend.granularity(),
         compute_capability: (
             attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
             attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,

@@ -48,7 +48,8 @@ unsafe impl Sync for MemPool {}
 ///   (`CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT` / `_HIGH`). The default pool is shared by
 ///   the whole process, so it includes memory of other users of the pool, and the
 ///   backend's counters see none of it.
-/// - On out of memory it synchronizes the device, trims the pool and retries once.
+/// - On out of memory it synchronizes the device, trims the pool and retries once;
+///   when that fails too it trims the pool again before returning the error.
 ///
 /// ```
 /// use devpool_core::Allocator;
@@ -209,6 +210,9 @@ impl Allocator for CudaMallocAsync {
             Ok(p) => p,
             Err(CUresult::CUDA_ERROR_OUT_OF_MEMORY) => {
                 self.counters.on_failure();
+                // A failed request can leave the pool grown to nearly the whole
+                // device (seen on an H200 with driver 580): give that back first.
+                let _ = self.trim_pool();
                 return Err(self.oom(&req));
             }
             Err(r) => {

@@ -15,8 +15,8 @@
 //! ```
 //!
 //! On a GPU, [`check_no_overlap`] uses thousands of blocks of up to 64 MiB (a few
-//! GiB in all) and [`check_stream_order`] keeps a 1 GiB block busy for tens of
-//! milliseconds.
+//! GiB in all) and [`check_stream_order`] keeps a 1 GiB scratch region busy for tens
+//! of milliseconds.
 //!
 //! Streams: the checks make the streams they use with
 //! [`Backend::create_stream`](devpool_core::Backend::create_stream) and leave them

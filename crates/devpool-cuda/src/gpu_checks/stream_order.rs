@@ -1,7 +1,9 @@
 //! Stream order: memory freed while a stream still has work queued on it is not
 //! handed to another stream before that work completes.
 
-use devpool_core::{Allocator, Backend, Block, Error, EventId, Request, Result, StreamId};
+use devpool_core::{
+    Allocator, Backend, Block, DevicePtr, Error, EventId, Request, Result, StreamId,
+};
 
 /// Settings of the stream-order check; [`Default`] gives 1 MiB blocks and 64 busy
 /// memsets of 1 GiB (tens of milliseconds on a current GPU).
@@ -14,16 +16,19 @@ use devpool_core::{Allocator, Backend, Block, Error, EventId, Request, Result, S
 /// 1. `x` allocated on `A`, last used on `A`, freed on `A`; `y` allocated on `B`;
 /// 2. `x` allocated on `A`, last used on `B`, freed on `B`; `y` allocated on `A`.
 ///
-/// If `y` shares memory with `x` while the event recorded after `x`'s last use has
-/// not completed, the allocator handed out memory still in use: an error. When both
-/// streams are done, `y` must hold its own byte (the late write to `x` must not have
-/// landed in it). After case 2 completes, one more block is allocated on `A` to see
+/// When both streams are done, `y` must hold its own byte: the late write to `x`
+/// must not have landed in it. Then, if `y` shares memory with `x` although the event
+/// recorded after `x`'s last use had not completed when `y` was handed out, the
+/// allocator gave away memory still in use: an error too (an allocator that makes
+/// the new stream wait, as the driver's own pools may, passes the first test and
+/// fails this one). After case 2 completes, one more block is allocated on `A` to see
 /// whether `x` is reused then, which is allowed.
 #[derive(Clone, Debug)]
 pub struct StreamOrderCheck {
     /// Size of the blocks handed from stream to stream.
     pub block_size: usize,
-    /// Size of the block the busy work writes.
+    /// Size of the scratch region (taken from the backend, not the allocator) that
+    /// the busy work writes.
     pub busy_bytes: usize,
     /// Memsets of the busy block queued before the last use of `x`.
     pub busy_reps: usize,
@@ -74,7 +79,7 @@ fn overlaps(x: &Block, y: &Block) -> bool {
 struct Ctx<'a> {
     alloc: &'a dyn Allocator,
     be: &'a dyn Backend,
-    busy: Block,
+    busy: DevicePtr,
     event: EventId,
     a: StreamId,
     b: StreamId,
@@ -88,11 +93,14 @@ impl StreamOrderCheck {
     pub fn run(&self, alloc: &dyn Allocator) -> Result<StreamOrderReport> {
         let be = alloc.backend().clone();
         let (a, b) = (be.create_stream()?, be.create_stream()?);
-        let busy = alloc.allocate(Request::new(self.busy_bytes).on_stream(a))?;
+        // The busy work writes a scratch region of the backend, so the allocator
+        // only ever sees requests of `block_size`.
+        let busy_bytes = self.busy_bytes.max(1);
+        let busy = be.alloc_region(busy_bytes)?;
         let event = match be.create_event() {
             Ok(e) => e,
             Err(e) => {
-                let _ = alloc.free(busy);
+                let _ = be.free_region(busy, busy_bytes);
                 return Err(e.into());
             }
         };
@@ -107,7 +115,7 @@ impl StreamOrderCheck {
         let result = self.cases(&cx);
         let _ = be.synchronize(a);
         let _ = be.synchronize(b);
-        let freed = alloc.free(busy);
+        let freed = be.free_region(busy, busy_bytes);
         let _ = be.destroy_event(event);
         let report = result?;
         freed?;
@@ -117,7 +125,7 @@ impl StreamOrderCheck {
     fn keep_busy(&self, cx: &Ctx, stream: StreamId) -> Result<()> {
         for i in 0..self.busy_reps {
             cx.be
-                .memset(cx.busy.ptr, i as u8, self.busy_bytes, stream)?;
+                .memset(cx.busy, i as u8, self.busy_bytes.max(1), stream)?;
         }
         Ok(())
     }
@@ -176,15 +184,6 @@ impl StreamOrderCheck {
             };
             cx.be.synchronize(last)?;
             cx.be.synchronize(next)?;
-            if seen.aliased && seen.busy_at_alloc {
-                return Err(Error::Corrupted {
-                    ptr: y.ptr,
-                    detail: format!(
-                        "{y:?} on {next:?} shares memory with {x:?}, freed on {last:?} while \
-                         work queued there before the free had not completed"
-                    ),
-                });
-            }
             let mut back = vec![0u8; y.size];
             cx.be.copy_to_host(&mut back, y.ptr, next)?;
             if let Some(off) = back.iter().position(|&v| v != y_byte) {
@@ -194,6 +193,15 @@ impl StreamOrderCheck {
                         "byte {off} of {y:?} reads {:#04x} where {y_byte:#04x} was written \
                          (the freed block's last write was {x_byte:#04x})",
                         back[off]
+                    ),
+                });
+            }
+            if seen.aliased && seen.busy_at_alloc {
+                return Err(Error::Corrupted {
+                    ptr: y.ptr,
+                    detail: format!(
+                        "{y:?} on {next:?} shares memory with {x:?}, freed on {last:?} while \
+                         work queued there before the free had not completed"
                     ),
                 });
             }
