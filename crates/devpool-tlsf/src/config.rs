@@ -42,7 +42,7 @@ pub struct TlsfConfig {
     /// When a block lands on unmapped pages, the run of missing pages is mapped
     /// rounded up to this many pages where the free room allows (default 8).
     pub map_batch_pages: usize,
-    /// Unused mapped bytes always allowed (default 16 MiB).
+    /// Unused mapped bytes always allowed (default 32 MiB).
     pub cache_floor: usize,
     /// Unused mapped bytes allowed on top of the floor, as a fraction of the recent
     /// peak of allocated bytes (default 0.002).
@@ -61,7 +61,7 @@ impl Default for TlsfConfig {
             range_size: None,
             region_chunk: 64 << 20,
             map_batch_pages: 8,
-            cache_floor: 16 << 20,
+            cache_floor: 32 << 20,
             cache_fraction: 0.002,
             window_ops: 16384,
         }

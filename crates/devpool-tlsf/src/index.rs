@@ -10,8 +10,9 @@
 //! smallest that fits (lowest address on ties): training loops free and allocate the
 //! same sizes again and again, and the exact fit lives in that class. Otherwise the
 //! bitmaps give, in O(1), the first non-empty class above, whose blocks all fit; the
-//! lowest address among its first few blocks is taken, which keeps live data packed
-//! at the low end of each span.
+//! smallest among its first few blocks is taken, lowest address on ties. Splitting
+//! from the front then keeps live data packed at the low end of each span, and the
+//! large free tail of a span is used only when no hole fits.
 //!
 //! Blocks keep links to their address neighbours, so a freed block merges with free
 //! neighbours at once. Nodes live in one `Vec`; freed slots are reused, and each node
@@ -250,13 +251,43 @@ impl Index {
         let mut seen = 0;
         while i != NIL && seen < self.scan {
             let n = &self.nodes[i as usize];
-            if n.addr < best_addr {
-                (best, best_addr) = (i, n.addr);
+            if (n.size, n.addr) < (best_size, best_addr) {
+                (best, best_size, best_addr) = (i, n.size, n.addr);
             }
             i = n.next_free;
             seen += 1;
         }
         Some(best)
+    }
+
+    /// Visit up to `limit` free blocks of at least `need` bytes, class by class
+    /// upwards from the class of `need`, until `visit` returns false.
+    pub fn candidates(&self, need: u64, limit: usize, mut visit: impl FnMut(u32, &Node) -> bool) {
+        let (mut fl, mut sl) = self.class(need);
+        let mut seen = 0;
+        while let Some((f, c)) = self.next_class(fl, sl) {
+            let mut i = self.heads[f][c];
+            while i != NIL {
+                let n = &self.nodes[i as usize];
+                if n.size >= need {
+                    if !visit(i, n) {
+                        return;
+                    }
+                    seen += 1;
+                    if seen >= limit {
+                        return;
+                    }
+                }
+                i = n.next_free;
+            }
+            (fl, sl) = if c + 1 < SL {
+                (f, c + 1)
+            } else if f + 1 < FL {
+                (f + 1, 0)
+            } else {
+                return;
+            };
+        }
     }
 
     /// Add span `s` of `size` bytes at `addr` as one free block.

@@ -11,6 +11,9 @@ use crate::pool::{Inner, TlsfPool};
 use crate::span::{full_pages, touched_pages};
 use devpool_core::{BackendError, DevicePtr, Error, Result};
 
+/// Free blocks looked at when the first pick would need mapping.
+const PREFER_SCAN: usize = 64;
+
 impl TlsfPool {
     /// Map what block `[b, e)`, about to be carved from free block `[fa, fe)` of span
     /// `span`, is missing: one call per run of missing pages, the last run rounded up
@@ -79,6 +82,60 @@ impl TlsfPool {
             p = t;
         }
         Ok(())
+    }
+
+    /// Pages that block `[b, e)` carved from free block `[fa, fe)` of span `span`
+    /// would have to map.
+    pub(crate) fn missing_pages(
+        &self,
+        g: &Inner,
+        span: u32,
+        (fa, fe): (u64, u64),
+        (b, e): (u64, u64),
+    ) -> usize {
+        let Some(sp) = g.spans[span as usize].as_ref() else {
+            return 0;
+        };
+        let Some(pm) = sp.pages.as_ref() else {
+            return 0;
+        };
+        let (f0, f1) = full_pages(sp.base, self.page, fa, fe);
+        let (pb, pe) = touched_pages(sp.base, self.page, b, e);
+        let (w0, w1) = (pb.max(f0), pe.min(f1));
+        w1.saturating_sub(w0) - pm.count(w0, w1)
+    }
+
+    /// The free block to carve `size` bytes at `align` from: `first`, the index's
+    /// pick, unless it lands on unmapped pages and another fitting block needs fewer
+    /// (fewest first, then lowest address). Mapping is dear, so this wider search
+    /// runs only when the pool would otherwise grow.
+    pub(crate) fn prefer_mapped(
+        &self,
+        g: &Inner,
+        first: u32,
+        need: u64,
+        size: u64,
+        align: u64,
+    ) -> u32 {
+        let place = |n: &crate::index::Node| {
+            let b = (n.addr + align - 1) & !(align - 1);
+            ((n.addr, n.addr + n.size), (b, b + size))
+        };
+        let n = g.index.node(first);
+        let (f, blk) = place(n);
+        let mut best = (self.missing_pages(g, n.span, f, blk), n.addr, first);
+        if best.0 == 0 {
+            return first;
+        }
+        g.index.candidates(need, PREFER_SCAN, |i, n| {
+            let (f, blk) = place(n);
+            let key = (self.missing_pages(g, n.span, f, blk), n.addr, i);
+            if key < best {
+                best = key;
+            }
+            best.0 > 0
+        });
+        best.2
     }
 
     /// Map pages `[s, e)` of span `sid`.

@@ -72,7 +72,7 @@ fn run(mode: Mode, fault: FaultOn) {
             exact(&pool, &mock);
         }
     }
-    assert!(failed > 10, "faults were injected ({failed} failures)");
+    assert!(failed >= 3, "faults were injected ({failed} failures)");
     mock.clear_faults();
     for (b, tag) in &live {
         verify(&mock, b, *tag);
