@@ -2,6 +2,7 @@
 //! driver.
 
 use crate::driver::{self, check, raw_event, raw_stream, Context};
+use crate::peer::Peer;
 use cudarc::driver::sys::{self, CUresult};
 use devpool_core::{
     Backend, BackendCounterCell, BackendCounters, BackendError, BackendResult, DeviceId, DevicePtr,
@@ -49,6 +50,9 @@ pub(crate) struct VmTable {
 ///   `StreamId(0)` is the legacy default stream. Any stream handle of this device's
 ///   primary context may be passed in, including ones made by other libraries.
 /// - Events are `CUevent`s without timing.
+/// - [`enable_peer_access`](Backend::enable_peer_access) lets another device use this
+///   one's regions and pages (see the `peer` module); copies between devices go
+///   through unified addressing.
 ///
 /// Every call makes the device's primary context current on the calling thread
 /// first (one cheap check when it already is), and puts back any other context the
@@ -78,6 +82,9 @@ pub struct CudaBackend {
     pub(crate) vm: Mutex<VmTable>,
     events: RwLock<HashSet<u64>>,
     streams: Mutex<HashSet<u64>>,
+    /// Devices given access to this one's memory. Held for reading through every
+    /// `map`, so a new peer is never missed by a page being mapped.
+    pub(crate) peers: RwLock<Vec<Peer>>,
     pub(crate) counters: BackendCounterCell,
 }
 
@@ -222,6 +229,7 @@ impl CudaBackend {
             vm: Mutex::new(VmTable::default()),
             events: RwLock::new(HashSet::new()),
             streams: Mutex::new(HashSet::new()),
+            peers: RwLock::new(Vec::new()),
             counters: BackendCounterCell::default(),
         }))
     }
@@ -259,6 +267,11 @@ impl CudaBackend {
     /// The driver's device handle.
     pub(crate) fn raw_device(&self) -> sys::CUdevice {
         self.device
+    }
+
+    /// The device's primary context.
+    pub(crate) fn context(&self) -> Context {
+        self.ctx
     }
 
     /// Make the primary context current on this thread for the guard's life.
@@ -466,6 +479,10 @@ impl Backend for CudaBackend {
         .map_err(|e| self.fail(e))
     }
 
+    fn synchronize_device(&self) -> BackendResult<()> {
+        self.device_synchronize()
+    }
+
     fn create_event(&self) -> BackendResult<EventId> {
         BackendCounterCell::bump(&self.counters.events_created);
         let _cx = self.enter()?;
@@ -590,6 +607,25 @@ impl Backend for CudaBackend {
         .map_err(|e| self.fail(e))
     }
 
+    fn enable_peer_access(&self, peer: DeviceId) -> BackendResult<()> {
+        self.peer_enable(peer)
+    }
+
+    fn peer_access_enabled(&self, peer: DeviceId) -> bool {
+        self.peer_enabled(peer)
+    }
+
+    fn copy_from_peer(
+        &self,
+        dst: DevicePtr,
+        src_backend: &dyn Backend,
+        src: DevicePtr,
+        len: usize,
+        stream: StreamId,
+    ) -> BackendResult<()> {
+        self.peer_copy(dst, src_backend, src, len, stream)
+    }
+
     fn counters(&self) -> BackendCounters {
         self.counters.snapshot()
     }
@@ -637,6 +673,10 @@ impl Drop for CudaBackend {
         };
         // SAFETY: `restore` is null or a context that was current a moment ago.
         let _ = unsafe { sys::cuCtxSetCurrent(restore) };
+        for p in self.peers.get_mut().drain(..) {
+            // SAFETY: balances the retain of the peer's context in `enable_peer_access`.
+            let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(p.device) };
+        }
         // SAFETY: balances the retain in `new`.
         let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.device) };
     }

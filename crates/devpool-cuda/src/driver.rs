@@ -55,6 +55,9 @@ const SYMBOLS: &[&str] = &[
     "cuMemPoolSetAttribute",
     "cuMemPoolGetAttribute",
     "cuMemPoolTrimTo",
+    "cuDeviceCanAccessPeer",
+    "cuCtxEnablePeerAccess",
+    "cuMemcpyAsync",
 ];
 
 static LOADED: OnceLock<Result<(), BackendError>> = OnceLock::new();

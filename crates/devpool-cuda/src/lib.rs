@@ -36,6 +36,7 @@ pub mod gpu_checks;
 mod info;
 mod malloc;
 mod malloc_async;
+mod peer;
 mod vmm;
 
 pub use backend::CudaBackend;

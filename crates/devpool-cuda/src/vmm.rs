@@ -2,7 +2,8 @@
 //! pages are mapped one granule at a time.
 //!
 //! [`map`](devpool_core::Backend::map) of `n` pages is `n` × (`cuMemCreate` +
-//! `cuMemMap`), then one `cuMemSetAccess` over the whole range, then `n` ×
+//! `cuMemMap`), then one `cuMemSetAccess` over the whole range (for this device and
+//! every peer given access), then `n` ×
 //! `cuMemRelease` (the mapping keeps each page alive). Each page is its own physical
 //! allocation, so any single page can be unmapped later. `cuMemUnmap` must cover
 //! exactly what one `cuMemMap` mapped, so [`unmap`](devpool_core::Backend::unmap)
@@ -118,9 +119,10 @@ impl CudaBackend {
             }
             vm.pages.extend((ptr.0..end).step_by(g as usize));
         }
-        let result = self
-            .enter()
-            .and_then(|_cx| self.map_pages(ptr.0, end, size));
+        let result = self.enter().and_then(|_cx| {
+            let peers = self.peers.read();
+            self.map_pages(ptr.0, end, size, &peers)
+        });
         match result {
             Ok(()) => {
                 self.counters.bytes_in_use.add(size as u64);
@@ -141,7 +143,13 @@ impl CudaBackend {
 
     /// The driver's part of `map`, with the context current. On failure every page
     /// mapped so far is unmapped and every handle released.
-    fn map_pages(&self, start: u64, end: u64, size: usize) -> BackendResult<()> {
+    fn map_pages(
+        &self,
+        start: u64,
+        end: u64,
+        size: usize,
+        peers: &[crate::peer::Peer],
+    ) -> BackendResult<()> {
         let g = self.granularity_u64();
         let prop = page_prop(self.raw_device());
         let mut handles: Vec<sys::CUmemGenericAllocationHandle> =
@@ -174,12 +182,11 @@ impl CudaBackend {
                 return Err(self.driver_fail("cuMemMap", r, size));
             }
         }
-        let access = sys::CUmemAccessDesc {
-            location: prop.location,
-            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
-        };
-        // SAFETY: every page of [start, end) was mapped above; one descriptor.
-        let r = unsafe { sys::cuMemSetAccess(start, size, &access, 1) };
+        // Read-write for this device and every peer given access.
+        let access = self.access_list(peers);
+        // SAFETY: every page of [start, end) was mapped above; the descriptors are
+        // live for the call.
+        let r = unsafe { sys::cuMemSetAccess(start, size, access.as_ptr(), access.len()) };
         if r != CUresult::CUDA_SUCCESS {
             undo(&handles, handles.len());
             return Err(self.driver_fail("cuMemSetAccess", r, size));

@@ -3,7 +3,7 @@
 
 mod common;
 
-use devpool_core::{direct, Allocator, Backend, BackendError, Error, Request, StreamId};
+use devpool_core::{direct, Allocator, Backend, BackendError, DeviceId, Error, Request, StreamId};
 use devpool_cuda::gpu_checks::{check_no_overlap, check_stream_order, StreamOrderCheck};
 use devpool_cuda::{cuda_malloc, device_info, CudaBackend, CudaMallocAsync};
 use std::sync::Arc;
@@ -268,4 +268,56 @@ fn out_of_memory_is_an_error_and_the_allocator_goes_on() {
         assert!(a.stats().failures >= 1);
     }
     assert_eq!(b.counters().bytes_in_use.current, 0);
+}
+
+#[test]
+#[ignore = "needs two CUDA GPUs"]
+fn peer_access_and_copies_between_two_devices() {
+    if devpool_cuda::device_count().unwrap() < 2 {
+        println!("one device: nothing to check");
+        return;
+    }
+    let (d0, d1) = (gpu(), CudaBackend::new(1).unwrap());
+    let s = StreamId::DEFAULT;
+    assert!(
+        d0.enable_peer_access(DeviceId(0)).is_err(),
+        "not with itself"
+    );
+    // One page mapped before access is granted, one after, and a region.
+    let g = d0.granularity();
+    let range = d0.reserve(4 * g, g).unwrap();
+    d0.map(range, g).unwrap();
+    let region = d0.alloc_region(1 << 20).unwrap();
+    match d0.enable_peer_access(DeviceId(1)) {
+        Ok(()) => {}
+        Err(BackendError::Unavailable(why)) => {
+            println!("no peer access on this machine: {why}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    }
+    assert!(d0.peer_access_enabled(DeviceId(1)));
+    assert!(!d1.peer_access_enabled(DeviceId(0)));
+    d0.map(range.offset(g), g).unwrap();
+    d0.memset(range, 7, 2 * g, s).unwrap();
+    d0.memset(region, 9, 1 << 20, s).unwrap();
+    d0.synchronize(s).unwrap();
+    let dst = d1.alloc_region(2 * g).unwrap();
+    let mut back = vec![0u8; 2 * g];
+    d1.copy_from_peer(dst, &*d0, range, 2 * g, s).unwrap();
+    d1.copy_to_host(&mut back, dst, s).unwrap();
+    assert!(
+        back.iter().all(|&x| x == 7),
+        "both pages read from device 1"
+    );
+    d1.copy_from_peer(dst, &*d0, region, 1 << 20, s).unwrap();
+    d1.copy_to_host(&mut back[..1 << 20], dst, s).unwrap();
+    assert!(back[..1 << 20].iter().all(|&x| x == 9));
+    // Device 1 gave device 0 no access: the other way is refused.
+    assert!(d0.copy_from_peer(region, &*d1, dst, 4096, s).is_err());
+    d1.free_region(dst, 2 * g).unwrap();
+    d0.unmap(range, 2 * g).unwrap();
+    d0.unreserve(range, 4 * g).unwrap();
+    d0.free_region(region, 1 << 20).unwrap();
+    d0.synchronize_device().unwrap();
 }
