@@ -253,10 +253,10 @@ impl Pool for TlsfPool {
                 })?
             }
         };
-        let i = if self.is_virtual {
+        let (i, missing) = if self.is_virtual {
             self.prefer_mapped(&g, i, need, size as u64, align as u64)
         } else {
-            i
+            (i, 0)
         };
         let n = *g.index.node(i);
         // Spans end far below the top of the address space: no overflow.
@@ -268,6 +268,7 @@ impl Pool for TlsfPool {
                 n.span,
                 (n.addr, n.addr + n.size),
                 (addr, addr + size),
+                Some(missing),
             )?;
         }
         g.index.carve(i, addr - n.addr, size, req.size as u64);

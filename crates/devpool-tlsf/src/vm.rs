@@ -17,14 +17,16 @@ const PREFER_SCAN: usize = 64;
 impl TlsfPool {
     /// Map what block `[b, e)`, about to be carved from free block `[fa, fe)` of span
     /// `span`, is missing: one call per run of missing pages, the last run rounded up
-    /// to the map batch where the free block has room. On error the pool is as it
-    /// was, but for pages now mapped, which stay as unused cache.
+    /// to the map batch where the free block has room. `missing` is how many pages
+    /// that is, when known. On error the pool is as it was, but for pages now mapped,
+    /// which stay as unused cache.
     pub(crate) fn map_for(
         &self,
         g: &mut Inner,
         span: u32,
         (fa, fe): (u64, u64),
         (b, e): (u64, u64),
+        missing: Option<usize>,
     ) -> Result<()> {
         let page = self.page;
         let sid = span as usize;
@@ -39,9 +41,13 @@ impl TlsfPool {
             return Ok(());
         };
         // Unused pages the block takes: from here on they are used.
-        let cached = pm.count(w0, w1) as u64;
+        let span_len = w1.saturating_sub(w0);
+        let cached = match missing {
+            Some(m) => (span_len - m) as u64,
+            None => pm.count(w0, w1) as u64,
+        };
         g.unused_pages -= cached;
-        if cached as usize == w1.saturating_sub(w0) {
+        if cached as usize == span_len {
             return Ok(());
         }
         // The pool grows: first keep the unused pages within their bound.
@@ -108,7 +114,8 @@ impl TlsfPool {
     /// The free block to carve `size` bytes at `align` from: `first`, the index's
     /// pick, unless it lands on unmapped pages and another fitting block needs fewer
     /// (fewest first, then lowest address). Mapping is dear, so this wider search
-    /// runs only when the pool would otherwise grow.
+    /// runs only when the pool would otherwise grow. Returns the block and the pages
+    /// it would have to map.
     pub(crate) fn prefer_mapped(
         &self,
         g: &Inner,
@@ -116,7 +123,7 @@ impl TlsfPool {
         need: u64,
         size: u64,
         align: u64,
-    ) -> u32 {
+    ) -> (u32, usize) {
         let place = |n: &crate::index::Node| {
             let b = (n.addr + align - 1) & !(align - 1);
             ((n.addr, n.addr + n.size), (b, b + size))
@@ -125,7 +132,7 @@ impl TlsfPool {
         let (f, blk) = place(n);
         let mut best = (self.missing_pages(g, n.span, f, blk), n.addr, first);
         if best.0 == 0 {
-            return first;
+            return (first, 0);
         }
         g.index.candidates(need, PREFER_SCAN, |i, n| {
             let (f, blk) = place(n);
@@ -135,7 +142,7 @@ impl TlsfPool {
             }
             best.0 > 0
         });
-        best.2
+        (best.2, best.0)
     }
 
     /// Map pages `[s, e)` of span `sid`.
