@@ -27,6 +27,23 @@
 //! alloc.free(b).unwrap();
 //! ```
 //!
+//! ## Design
+//!
+//! - **Classes** are computed in a few bit operations (TLSF-style buckets, or a
+//!   small table for a custom list); see [`SlabConfig`].
+//! - **Slabs** are backend regions, each serving one class; a two-level bitmap
+//!   finds the lowest free slot in O(1). A block's handle carries its slab
+//!   number, slot and the slab's generation, so a free finds its slab in O(1) and
+//!   rejects, changing nothing, a pointer it never gave out or one already free.
+//! - **Thread caches**: each thread allocates from slabs its own cache holds. A
+//!   cache's lock is taken with one atomic swap and given back with a plain store;
+//!   other threads take it only to free a block of one of its slabs, or for
+//!   statistics and trims. See [`SlabPool`] for the empty-slab policy.
+//! - **Streams**: [`slab`] and [`fixed`] wrap the pools in
+//!   [`StreamOrdered`], which gives each stream its
+//!   own pool, so a slot freed on one stream reaches another only through the
+//!   backend, and a cross-stream free waits for its event before its slot is free.
+//!
 //! ## Host metadata
 //!
 //! Each slab costs about 130 B of host memory (its record, its bitmaps' allocations
