@@ -4,17 +4,24 @@
 //! Records live in segments that double in size (256, 512, 1024... records) and are
 //! made on first use and kept for later epochs: index `i` never moves, so writers and
 //! readers need no lock. A record is three words: the block's address, its requested
-//! size and a tag `epoch << 1 | live`. A record written in an older epoch, or never
-//! written, carries another epoch in its tag and matches nothing.
+//! size and a tag `epoch << 21 | generation << 1 | live`. A record written in an older
+//! epoch, or never written, carries another epoch in its tag and matches nothing; a
+//! record used again in the same epoch (after the last block was freed in stack
+//! order) gets the next generation, so the old block's handle matches nothing either.
 
+use crate::word::GEN_MASK;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 const FIRST_SHIFT: u32 = 8;
-const SEGMENTS: usize = 25;
+const SEGMENTS: usize = 15;
 
-/// The most records one epoch can hold (about 8.6 billion).
-pub const CAPACITY: u64 = ((1u64 << SEGMENTS) - 1) << FIRST_SHIFT;
+/// The most records the table holds (about 8.4 million).
+const CAPACITY: u64 = ((1u64 << SEGMENTS) - 1) << FIRST_SHIFT;
+const _: () = assert!(
+    CAPACITY > crate::word::MAX_HANDED,
+    "every index has a record"
+);
 
 /// One block's record.
 #[derive(Debug, Default)]
@@ -24,25 +31,47 @@ pub struct Record {
     tag: AtomicU64,
 }
 
-/// The tag of a live block of `epoch`.
+const EPOCH_SHIFT: u32 = GEN_MASK.count_ones() + 1;
+
+/// The epoch of a tag.
 #[inline]
-pub fn live(epoch: u64) -> u64 {
-    epoch << 1 | 1
+pub fn tag_epoch(tag: u64) -> u64 {
+    tag >> EPOCH_SHIFT
 }
 
-/// The tag of a freed block of `epoch`.
+/// The generation of a tag.
 #[inline]
-pub fn dead(epoch: u64) -> u64 {
-    epoch << 1
+pub fn tag_gen(tag: u64) -> u64 {
+    (tag >> 1) & GEN_MASK
+}
+
+/// The tag of a live block of `epoch`, generation `gen`.
+#[inline]
+pub fn live(epoch: u64, gen: u64) -> u64 {
+    epoch << EPOCH_SHIFT | gen << 1 | 1
+}
+
+/// The tag of a freed block of `epoch`, generation `gen`.
+#[inline]
+pub fn dead(epoch: u64, gen: u64) -> u64 {
+    epoch << EPOCH_SHIFT | gen << 1
 }
 
 impl Record {
-    /// Write a live block (the index is this writer's alone in this epoch).
+    /// Write a live block (the index is this writer's alone in this epoch); returns
+    /// its generation.
     #[inline]
-    pub fn write(&self, epoch: u64, ptr: u64, requested: u64) {
+    pub fn write(&self, epoch: u64, ptr: u64, requested: u64) -> u64 {
+        let old = self.tag.load(Ordering::Acquire);
+        let gen = if tag_epoch(old) == epoch {
+            ((old >> 1) + 1) & GEN_MASK
+        } else {
+            0
+        };
         self.ptr.store(ptr, Ordering::Relaxed);
         self.requested.store(requested, Ordering::Relaxed);
-        self.tag.store(live(epoch), Ordering::Release);
+        self.tag.store(live(epoch, gen), Ordering::Release);
+        gen
     }
 
     /// The tag, then the address and requested size written before it.
@@ -56,14 +85,14 @@ impl Record {
         )
     }
 
-    /// Mark the live block of `epoch` freed; false when it was not live (a racing
-    /// double free).
+    /// Mark the live block of `epoch`, generation `gen`, freed; false when it was not
+    /// live (a racing double free).
     #[inline]
-    pub fn kill(&self, epoch: u64) -> bool {
+    pub fn kill(&self, epoch: u64, gen: u64) -> bool {
         self.tag
             .compare_exchange(
-                live(epoch),
-                dead(epoch),
+                live(epoch, gen),
+                dead(epoch, gen),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             )
@@ -138,11 +167,15 @@ mod tests {
         let r = Records::default();
         assert!(r.get(300).is_none(), "segment not made yet");
         let rec = r.slot(300).unwrap();
-        rec.write(7, 0x1000, 10);
-        assert_eq!(r.get(300).unwrap().read(), (live(7), 0x1000, 10));
-        assert!(!rec.kill(8), "another epoch");
-        assert!(rec.kill(7));
-        assert!(!rec.kill(7), "already dead");
+        assert_eq!(rec.write(7, 0x1000, 10), 0);
+        assert_eq!(r.get(300).unwrap().read(), (live(7, 0), 0x1000, 10));
+        assert!(!rec.kill(8, 0), "another epoch");
+        assert!(rec.kill(7, 0));
+        assert!(!rec.kill(7, 0), "already dead");
+        assert_eq!(rec.write(7, 0x1000, 10), 1, "used again: next generation");
+        assert!(!rec.kill(7, 0), "the old block is not the new one");
+        assert!(rec.kill(7, 1));
+        assert_eq!(rec.write(8, 0x2000, 1), 0, "a new epoch starts over");
         assert!(r.host_bytes() > 0);
     }
 }

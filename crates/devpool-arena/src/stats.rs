@@ -1,7 +1,7 @@
 //! Statistics: the core [`Stats`] of a pool, kept per epoch so that a reset drops the
 //! live figures at once, and the arena's own [`ArenaStats`].
 
-use devpool_core::{AtomicGauge, Counters, Gauge, Stats};
+use devpool_core::{Counters, Gauge, Stats};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// What an arena has done, beyond the core [`Stats`].
@@ -38,39 +38,73 @@ impl ArenaStats {
     }
 }
 
+/// A running sum whose peak is taken when it goes down: between two decreases it only
+/// grows, so its highest values are the ones just before a decrease (which
+/// `fetch_sub` returns exactly) and the one now. Increases cost one atomic add.
+#[derive(Debug, Default)]
+struct Sum {
+    current: AtomicU64,
+    peak: AtomicU64,
+}
+
+impl Sum {
+    #[inline]
+    fn add(&self, v: u64) {
+        self.current.fetch_add(v, Relaxed);
+    }
+
+    #[inline]
+    fn sub(&self, v: u64) {
+        let before = self.current.fetch_sub(v, Relaxed);
+        raise(&self.peak, before);
+    }
+
+    fn get(&self) -> Gauge {
+        let current = self.current.load(Relaxed);
+        Gauge {
+            current,
+            peak: self.peak.load(Relaxed).max(current),
+        }
+    }
+
+    fn clear(&self) {
+        self.current.store(0, Relaxed);
+        self.peak.store(0, Relaxed);
+    }
+}
+
+/// Raise `peak` to `v` if it is lower.
+#[inline]
+pub(crate) fn raise(peak: &AtomicU64, v: u64) {
+    if v > peak.load(Relaxed) {
+        peak.fetch_max(v, Relaxed);
+    }
+}
+
 /// The live byte figures of one epoch.
 #[derive(Debug, Default)]
 struct Bank {
-    live: AtomicGauge,
-    allocated: AtomicGauge,
-}
-
-/// Fold a finished epoch's peak into the all-time peak.
-fn fold(g: &AtomicGauge, peak: &AtomicU64) {
-    peak.fetch_max(g.get().peak, Relaxed);
-}
-
-/// Empty a gauge for a new epoch.
-fn clear(g: &AtomicGauge) {
-    g.sub(g.current());
-    g.reset_peak();
+    live: Sum,
+    allocated: Sum,
 }
 
 /// A pool's counters. Live bytes go to the bank of the block's epoch (two banks, used
 /// in turn), so that a new epoch starts from zero at once; reserved bytes and backend
 /// calls go to a core [`Counters`].
 ///
-/// Block counts are not counted twice: the pool's ledger already holds the live blocks
-/// of the epoch and its record index the blocks handed out in it, so allocations are
-/// those of the ended epochs plus the current index, and frees are what was handed
-/// out and is neither live nor reclaimed by a reset.
+/// Block counts are not kept twice: the pool's ledger holds the blocks handed out
+/// and freed in the epoch, so allocations are those of the ended epochs, plus those
+/// of this one, plus the records given back by stack-order frees (each was an
+/// allocation too); frees are what was handed out and is neither live nor reclaimed
+/// by a reset.
 #[derive(Debug, Default)]
 pub(crate) struct PoolStats {
     banks: [Bank; 2],
     peak_live: AtomicU64,
     peak_allocated: AtomicU64,
-    peak_blocks: AtomicU64,
+    pub(crate) peak_blocks: AtomicU64,
     allocs_before: AtomicU64,
+    pub(crate) records_reused: AtomicU64,
     pub(crate) backend: Counters,
     pub(crate) resets: AtomicU64,
     pub(crate) rewinds: AtomicU64,
@@ -83,15 +117,12 @@ impl PoolStats {
         &self.banks[(epoch & 1) as usize]
     }
 
-    /// A block of `epoch` was handed out; `live_blocks` are live now, it included.
+    /// A block of `epoch` was handed out.
     #[inline]
-    pub fn on_alloc(&self, epoch: u64, requested: usize, granted: usize, live_blocks: u64) {
+    pub fn on_alloc(&self, epoch: u64, requested: usize, granted: usize) {
         let b = self.bank(epoch);
         b.live.add(requested as u64);
         b.allocated.add(granted as u64);
-        if live_blocks > self.peak_blocks.load(Relaxed) {
-            self.peak_blocks.fetch_max(live_blocks, Relaxed);
-        }
     }
 
     /// A block of `epoch` was freed.
@@ -102,42 +133,44 @@ impl PoolStats {
         b.allocated.sub(granted as u64);
     }
 
-    /// Epoch `old`, which handed out `handed_out` blocks, ended and `new` begins: keep
-    /// `old`'s peaks and counts, empty `new`'s bank.
-    pub fn turn(&self, old: u64, new: u64, handed_out: u64) {
+    /// Epoch `old`, which handed out `handed_out` blocks with `live` still live, ended
+    /// and `new` begins: keep `old`'s peaks and counts, empty `new`'s bank.
+    pub fn turn(&self, old: u64, new: u64, handed_out: u64, live: u64) {
         let o = self.bank(old);
-        fold(&o.live, &self.peak_live);
-        fold(&o.allocated, &self.peak_allocated);
+        raise(&self.peak_live, o.live.get().peak);
+        raise(&self.peak_allocated, o.allocated.get().peak);
+        raise(&self.peak_blocks, live);
         self.allocs_before.fetch_add(handed_out, Relaxed);
         let n = self.bank(new);
-        clear(&n.live);
-        clear(&n.allocated);
+        n.live.clear();
+        n.allocated.clear();
     }
 
-    /// A snapshot as the core [`Stats`]: `epoch` is the current one, in which
-    /// `live_blocks` are live and `handed_out` were handed out.
-    pub fn snapshot(&self, epoch: u64, live_blocks: u64, handed_out: u64) -> Stats {
+    /// A snapshot as the core [`Stats`]: `epoch` is the current one, which handed out
+    /// `handed_out` blocks of which `live` are live.
+    pub fn snapshot(&self, epoch: u64, handed_out: u64, live: u64) -> Stats {
         let b = self.bank(epoch);
-        let gauge = |g: &AtomicGauge, peak: &AtomicU64| {
-            let now = g.get();
+        let gauge = |s: &Sum, peak: &AtomicU64| {
+            let g = s.get();
             Gauge {
-                current: now.current,
-                peak: now.peak.max(peak.load(Relaxed)),
+                current: g.current,
+                peak: g.peak.max(peak.load(Relaxed)),
             }
         };
         let base = self.backend.snapshot();
-        let allocations = self.allocs_before.load(Relaxed) + handed_out;
+        let allocations =
+            self.allocs_before.load(Relaxed) + handed_out + self.records_reused.load(Relaxed);
         Stats {
             live_bytes: gauge(&b.live, &self.peak_live),
             allocated_bytes: gauge(&b.allocated, &self.peak_allocated),
             reserved_bytes: base.reserved_bytes,
             live_blocks: Gauge {
-                current: live_blocks,
-                peak: self.peak_blocks.load(Relaxed).max(live_blocks),
+                current: live,
+                peak: self.peak_blocks.load(Relaxed).max(live),
             },
             allocations,
             frees: allocations
-                .saturating_sub(live_blocks)
+                .saturating_sub(live)
                 .saturating_sub(self.reclaimed.load(Relaxed)),
             backend_calls: base.backend_calls,
             failures: base.failures,

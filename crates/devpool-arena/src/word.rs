@@ -1,15 +1,18 @@
 //! Bit layouts of the atomic words and of the block handle.
 //!
 //! - The cursor: `[epoch: 20 | slot: 8 | offset in 256-byte granules: 36]`. One
-//!   compare-and-swap bumps it; a stale value (older epoch, other chunk) never matches.
-//! - Counted words (the live-block ledger, the next record index):
-//!   `[epoch: 20 | count: 44]`, so a count taken in one epoch cannot be mistaken for
-//!   one of the next.
-//! - The handle of a block: `[epoch: 22 | record index: 40]`, 62 bits.
+//!   compare-and-swap bumps it; a value of another epoch or chunk never matches.
+//! - The ledger: `[epoch: 20 | handed out: 22 | freed: 22]`. "Handed out" is also the
+//!   index of the next block record, and handed out minus freed the live blocks, so
+//!   one compare-and-swap both counts a block and gives it its record, and a new epoch
+//!   can begin only from a ledger with nothing live in it.
+//! - The handle of a block: `[epoch: 20 | generation: 20 | record index: 22]`, 62
+//!   bits. The generation tells apart two blocks that used the same record in one
+//!   epoch (a record is reused when the last block is freed in stack order).
 //!
-//! Epochs are counted in full (`u64`) under the pool's lock; the words carry only their
-//! low bits, and [`full_epoch`] recovers a full epoch from its low bits.
-
+//! Epochs are counted in full (`u64`) under the pool's lock and in one atomic word
+//! that an allocation reads before and after it counts itself, so a word's few epoch
+//! bits are never trusted alone.
 use devpool_core::MIN_ALIGN;
 
 const GRANULE_SHIFT: u32 = MIN_ALIGN.trailing_zeros();
@@ -18,10 +21,11 @@ const SLOT_BITS: u32 = 8;
 /// Bits of the epoch kept in the cursor and the counted words.
 pub const EPOCH_BITS: u32 = 20;
 const EPOCH_MASK: u64 = (1 << EPOCH_BITS) - 1;
-const COUNT_BITS: u32 = 64 - EPOCH_BITS;
-const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
-const HANDLE_INDEX_BITS: u32 = 40;
-const HANDLE_EPOCH_BITS: u32 = 22;
+const LEDGER_COUNT_BITS: u32 = 22;
+const LEDGER_EPOCH_MASK: u64 = EPOCH_MASK;
+const HANDLE_INDEX_BITS: u32 = LEDGER_COUNT_BITS;
+const HANDLE_GEN_BITS: u32 = 20;
+const HANDLE_EPOCH_BITS: u32 = 20;
 
 /// The slot value of a cursor that points at no chunk.
 pub const NO_SLOT: usize = (1 << SLOT_BITS) - 1;
@@ -29,8 +33,10 @@ pub const NO_SLOT: usize = (1 << SLOT_BITS) - 1;
 pub const MAX_SLOTS: usize = NO_SLOT;
 /// The largest chunk (and so the largest block) a cursor can address: 16 TiB.
 pub const MAX_CHUNK_BYTES: u64 = 1 << (OFF_BITS + GRANULE_SHIFT);
-/// The most records (blocks) one epoch can index through a handle.
-pub const MAX_INDEX: u64 = (1 << HANDLE_INDEX_BITS) - 1;
+/// The most blocks one epoch hands out (4 Mi), and the largest record index.
+pub const MAX_HANDED: u64 = (1 << LEDGER_COUNT_BITS) - 1;
+/// Generations of one record in one epoch, before they repeat.
+pub const GEN_MASK: u64 = (1 << HANDLE_GEN_BITS) - 1;
 
 /// The low epoch bits kept in the words.
 #[inline]
@@ -58,46 +64,58 @@ pub fn split_cursor(w: u64) -> (u64, usize, u64) {
     )
 }
 
-/// A counted word.
+/// A ledger word.
 #[inline]
-pub fn counted(epoch: u64, count: u64) -> u64 {
-    (short(epoch) << COUNT_BITS) | (count & COUNT_MASK)
+pub fn ledger(epoch: u64, handed: u64, freed: u64) -> u64 {
+    debug_assert!(handed <= MAX_HANDED && freed <= handed);
+    ((epoch & LEDGER_EPOCH_MASK) << (2 * LEDGER_COUNT_BITS)) | (handed << LEDGER_COUNT_BITS) | freed
 }
 
-/// The short epoch of a counted word.
+/// The parts of a ledger word: (epoch bits, handed out, freed).
 #[inline]
-pub fn count_epoch(w: u64) -> u64 {
-    w >> COUNT_BITS
+pub fn split_ledger(w: u64) -> (u64, u64, u64) {
+    (
+        w >> (2 * LEDGER_COUNT_BITS),
+        (w >> LEDGER_COUNT_BITS) & MAX_HANDED,
+        w & MAX_HANDED,
+    )
 }
 
-/// The count of a counted word.
+/// Whether the ledger word `w` belongs to the full epoch `epoch`.
 #[inline]
-pub fn count(w: u64) -> u64 {
-    w & COUNT_MASK
+pub fn ledger_in(w: u64, epoch: u64) -> bool {
+    w >> (2 * LEDGER_COUNT_BITS) == epoch & LEDGER_EPOCH_MASK
 }
 
-/// The full epoch whose low bits are `short`, at most `now` (the current full epoch).
+/// Live blocks of a ledger word.
 #[inline]
-pub fn full_epoch(now: u64, short: u64) -> u64 {
-    now.wrapping_sub(now.wrapping_sub(short) & EPOCH_MASK)
+pub fn live(w: u64) -> u64 {
+    let (_, handed, freed) = split_ledger(w);
+    handed - freed
 }
 
-/// The handle of record `index` in `epoch`.
+/// The handle of record `index`, generation `gen`, in `epoch`.
 #[inline]
-pub fn handle(epoch: u64, index: u64) -> u64 {
-    debug_assert!(index <= MAX_INDEX);
-    ((epoch & ((1 << HANDLE_EPOCH_BITS) - 1)) << HANDLE_INDEX_BITS) | index
+pub fn handle(epoch: u64, gen: u64, index: u64) -> u64 {
+    debug_assert!(index <= MAX_HANDED && gen <= GEN_MASK);
+    ((epoch & ((1 << HANDLE_EPOCH_BITS) - 1)) << (HANDLE_GEN_BITS + HANDLE_INDEX_BITS))
+        | (gen << HANDLE_INDEX_BITS)
+        | index
 }
 
-/// The parts of a handle: (epoch bits, record index), or `None` when it uses the top
-/// two bits, which no handle of this crate does.
+/// The parts of a handle: (epoch bits, generation, record index), or `None` when it
+/// uses the top two bits, which no handle of this crate does.
 #[inline]
-pub fn split_handle(h: u64) -> Option<(u64, u64)> {
-    (h >> (HANDLE_EPOCH_BITS + HANDLE_INDEX_BITS) == 0)
-        .then_some((h >> HANDLE_INDEX_BITS, h & MAX_INDEX))
+pub fn split_handle(h: u64) -> Option<(u64, u64, u64)> {
+    const BITS: u32 = HANDLE_EPOCH_BITS + HANDLE_GEN_BITS + HANDLE_INDEX_BITS;
+    (h >> BITS == 0).then_some((
+        h >> (HANDLE_GEN_BITS + HANDLE_INDEX_BITS),
+        (h >> HANDLE_INDEX_BITS) & GEN_MASK,
+        h & MAX_HANDED,
+    ))
 }
 
-/// Whether `h` was made in the full epoch `epoch`.
+/// Whether the epoch bits of a handle are those of the full epoch `epoch`.
 #[inline]
 pub fn handle_epoch_matches(h_epoch: u64, epoch: u64) -> bool {
     h_epoch == epoch & ((1 << HANDLE_EPOCH_BITS) - 1)
@@ -121,32 +139,25 @@ mod tests {
     }
 
     #[test]
-    fn counted_words_keep_epoch_and_count() {
-        let w = counted(0xABCDE, 41);
-        assert_eq!((count_epoch(w), count(w)), (0xABCDE, 41));
-        let w = counted(EPOCH_MASK + 2, COUNT_MASK);
-        assert_eq!((count_epoch(w), count(w)), (1, COUNT_MASK));
-    }
-
-    #[test]
-    fn full_epoch_recovers_recent_epochs() {
-        for now in [5u64, EPOCH_MASK, EPOCH_MASK + 3, 1 << 40] {
-            for back in [0u64, 1, 4, EPOCH_MASK] {
-                if let Some(e) = now.checked_sub(back) {
-                    assert_eq!(full_epoch(now, short(e)), e, "now {now} back {back}");
-                }
-            }
-        }
+    fn ledger_words_keep_their_parts() {
+        let w = ledger(0x1ABCDE, 41, 40);
+        assert_eq!(split_ledger(w), (0xABCDE, 41, 40));
+        assert!(ledger_in(w, 0x1ABCDE) && ledger_in(w, 0xABCDE) && !ledger_in(w, 0xABCDF));
+        assert_eq!(live(w), 1);
+        let full = ledger(u64::MAX, MAX_HANDED, MAX_HANDED);
+        assert_eq!(split_ledger(full), (EPOCH_MASK, MAX_HANDED, MAX_HANDED));
+        assert_eq!(live(full), 0);
     }
 
     #[test]
     fn handles_fit_62_bits_and_round_trip() {
-        let h = handle(u64::MAX, MAX_INDEX);
+        let h = handle(u64::MAX, GEN_MASK, MAX_HANDED);
         assert_eq!(h >> 62, 0);
-        let (e, i) = split_handle(handle(0x12_3456, 99)).unwrap();
+        assert!(split_handle(h).is_some());
+        let (e, g, i) = split_handle(handle(0x12_3456, 7, 99)).unwrap();
         assert!(handle_epoch_matches(e, 0x12_3456));
         assert!(!handle_epoch_matches(e, 0x12_3457));
-        assert_eq!(i, 99);
+        assert_eq!((g, i), (7, 99));
         assert!(split_handle(1 << 62).is_none());
     }
 }

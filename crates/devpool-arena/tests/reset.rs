@@ -118,6 +118,61 @@ fn the_last_block_is_reused_at_once_when_freed() {
 }
 
 #[test]
+fn a_reused_record_does_not_revive_the_old_block() {
+    let mock = MockBackend::shared();
+    let a = arena(mock.clone(), small());
+    let keep = a.alloc(100).unwrap();
+    let x = a.alloc(4096).unwrap();
+    a.free(x).unwrap();
+    let y = a.alloc(4096).unwrap();
+    assert_eq!((y.ptr, y.size), (x.ptr, x.size), "same room");
+    assert_ne!(y.handle, x.handle, "another block all the same");
+    assert!(matches!(a.free(x), Err(Error::DoubleFree { .. })));
+    assert!(matches!(
+        a.record_stream(&x, StreamId(5)),
+        Err(Error::DoubleFree { .. })
+    ));
+    assert_eq!(a.stats().live_blocks.current, 2, "y is still live");
+    a.free(y).unwrap();
+    a.free(keep).unwrap();
+}
+
+#[test]
+fn stack_order_use_holds_no_more_host_memory() {
+    let mock = MockBackend::shared();
+    let a = arena(mock.clone(), small());
+    let keep = a.alloc(100).unwrap();
+    let pool = a.pool(StreamId::DEFAULT).unwrap();
+    let pairs = |n: usize| {
+        for i in 0..n {
+            let x = a.alloc(1000 + i % 4000).unwrap();
+            let y = a.alloc(300).unwrap();
+            a.free(y).unwrap();
+            a.free(x).unwrap();
+        }
+    };
+    pairs(10);
+    let host = pool.host_bytes();
+    let reserved = a.stats().reserved_bytes.current;
+    pairs(50_000);
+    assert_eq!(
+        pool.host_bytes(),
+        host,
+        "records are given back in stack order"
+    );
+    assert_eq!(
+        a.stats().reserved_bytes.current,
+        reserved,
+        "and so is the room"
+    );
+    let s = a.stats();
+    let n = 1 + 2 * (10 + 50_000) as u64;
+    assert_eq!((s.allocations, s.frees), (n, n - 1));
+    assert_eq!(a.arena_stats().epoch_blocks, 1);
+    a.free(keep).unwrap();
+}
+
+#[test]
 fn reset_keeps_the_largest_chunks() {
     for keep in [0usize, 1, 2, usize::MAX] {
         let mock = MockBackend::shared();
