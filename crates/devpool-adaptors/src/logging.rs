@@ -54,8 +54,26 @@ pub fn format_row(
     size: usize,
     stream: StreamId,
 ) -> String {
+    let mut v = Vec::with_capacity(64);
+    write_row(&mut v, thread, since_midnight, action, ptr, size, stream)
+        .expect("writing to a Vec cannot fail");
+    v.pop(); // the line break
+    String::from_utf8(v).expect("rows are ASCII")
+}
+
+/// Write one row and its line break to `w`, with no intermediate string.
+fn write_row(
+    w: &mut impl Write,
+    thread: u64,
+    since_midnight: std::time::Duration,
+    action: Action,
+    ptr: DevicePtr,
+    size: usize,
+    stream: StreamId,
+) -> io::Result<()> {
     let s = since_midnight.as_secs() % 86_400;
-    format!(
+    writeln!(
+        w,
         "{thread},{:02}:{:02}:{:02}.{:06},{},{:#x},{size},{:#x}",
         s / 3600,
         s / 60 % 60,
@@ -169,8 +187,8 @@ impl<A: Allocator, W: Write + Send> Logging<A, W> {
     }
 
     fn write(&self, sink: &mut W, action: Action, ptr: DevicePtr, size: usize, s: StreamId) {
-        let row = format_row(thread_number(), time_of_day(), action, ptr, size, s);
-        if writeln!(sink, "{row}").is_err() {
+        let row = write_row(sink, thread_number(), time_of_day(), action, ptr, size, s);
+        if row.is_err() {
             self.write_errors.fetch_add(1, Relaxed);
         }
     }

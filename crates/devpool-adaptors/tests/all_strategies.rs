@@ -53,19 +53,46 @@ fn free_all(a: &dyn Allocator, mock: &MockBackend, live: Vec<Tagged>) {
     }
 }
 
-/// Injected backend failures and a capacity cut midway: every failed allocation is a
-/// clean error that changes nothing, live blocks keep their data, reserved bytes stay
-/// exact, and once the faults stop the allocator serves again.
+/// Allocate `req`; on failure check that the error is a clean one (out of memory, a
+/// backend error, or a size the strategy never serves) and that nothing live changed.
+fn try_alloc(a: &dyn Allocator, req: Request, at: &str) -> Option<Block> {
+    let before = a.stats();
+    match a.allocate(req) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            assert!(
+                e.is_oom() || matches!(e, Error::Backend(_) | Error::TooLarge { .. }),
+                "{at}: unexpected error {e}"
+            );
+            let after = a.stats();
+            assert_eq!(
+                (after.live_blocks.current, after.live_bytes.current),
+                (before.live_blocks.current, before.live_bytes.current),
+                "{at}: a failed allocation changed what is live"
+            );
+            None
+        }
+    }
+}
+
+/// Injected backend failures, trims that make the strategy go back to the backend,
+/// and a capacity cut midway: every failed allocation is a clean error that changes
+/// nothing, live blocks keep their data, reserved bytes stay exact, and once the
+/// faults stop the allocator serves again.
 pub fn fault_injection(make: &Make, cfg: MockConfig) {
     const CAPACITY: u64 = 512 << 20;
     let mock = MockBackend::shared_with(cfg.host_backed().capacity(CAPACITY));
     let a = make(mock.clone());
     let mut rng = Rng::new(42);
     let mut live: Vec<Tagged> = Vec::new();
-    let (mut failures, mut id) = (0u32, 0u64);
+    let mut id = 0u64;
     for round in 0..400 {
         if round % 3 == 0 {
             mock.fail_nth(FaultOn::AnyAcquire, 1 + rng.below(3));
+        }
+        if round % 20 == 10 {
+            // Cached memory goes back, so the next requests need the backend.
+            a.trim().expect("trim");
         }
         match round {
             150 => mock.set_capacity(mock.counters().bytes_in_use.current + (8 << 20)),
@@ -77,25 +104,9 @@ pub fn fault_injection(make: &Make, cfg: MockConfig) {
             let req = Request::new(rng.log_uniform(1, 8 << 20))
                 .with_align(align)
                 .on_stream(StreamId(rng.below(2)));
-            let before = a.stats();
-            match a.allocate(req) {
-                Ok(b) => {
-                    id += 1;
-                    live.push(tag_new(&mock, b, id));
-                }
-                Err(e) => {
-                    assert!(
-                        e.is_oom() || matches!(e, Error::Backend(_)),
-                        "round {round}: unexpected error {e}"
-                    );
-                    failures += 1;
-                    let after = a.stats();
-                    assert_eq!(
-                        (after.live_blocks.current, after.live_bytes.current),
-                        (before.live_blocks.current, before.live_bytes.current),
-                        "round {round}: a failed allocation changed what is live"
-                    );
-                }
+            if let Some(b) = try_alloc(&*a, req, &format!("round {round}")) {
+                id += 1;
+                live.push(tag_new(&mock, b, id));
             }
         } else {
             let t = live.swap_remove(rng.below(live.len() as u64) as usize);
@@ -115,7 +126,25 @@ pub fn fault_injection(make: &Make, cfg: MockConfig) {
             live.iter().for_each(|t| check(&mock, t));
         }
     }
-    assert!(failures >= 20, "faults were hit ({failures})");
+    // Every call that takes memory fails: whatever is asked fails cleanly or comes
+    // from what the allocator already holds.
+    mock.fail_all(true);
+    a.trim().expect("trim");
+    let failed_before = mock.counters().failures;
+    for (i, size) in [64usize << 20, 8 << 20, 1 << 20, 4096]
+        .into_iter()
+        .enumerate()
+    {
+        if let Some(b) = try_alloc(&*a, Request::new(size), "with every acquisition failing") {
+            id += 1;
+            live.push(tag_new(&mock, b, id));
+        }
+        assert_reserved_exact(&*a, &mock, &format!("after request {i} while failing"));
+    }
+    assert!(
+        mock.counters().failures > failed_before,
+        "the allocator went to the backend and was refused"
+    );
     // Recovery: no more faults, and after a trim the device's memory serves again.
     mock.clear_faults();
     a.trim().expect("trim");
@@ -134,9 +163,9 @@ pub fn fault_injection(make: &Make, cfg: MockConfig) {
     assert_empty(&*a, &mock);
 }
 
-/// Memory cached by the allocator serves new requests when the device has nothing
-/// left; past that, requests fail cleanly with the sizes in the message, and trim
-/// brings the count back to what is live.
+/// The device shrinks to what the allocator holds: requests are served from what it
+/// holds or fail cleanly (a size larger than the device names itself), and once the
+/// blocks are freed and trimmed, that memory serves again.
 pub fn shrink_then_recover(make: &Make, cfg: MockConfig) {
     let mock = MockBackend::shared_with(cfg.host_backed().capacity(1 << 30));
     let a = make(mock.clone());
@@ -150,34 +179,56 @@ pub fn shrink_then_recover(make: &Make, cfg: MockConfig) {
     }
     // Free every other block: the caching strategies keep some of it.
     let mut kept = Vec::new();
+    let mut freed_sizes = Vec::new();
     for (i, t) in live.into_iter().enumerate() {
         if i % 2 == 0 {
             check(&mock, &t);
+            freed_sizes.push(t.block.requested);
             a.free(t.block).unwrap();
         } else {
             kept.push(t);
         }
     }
     let held = mock.counters().bytes_in_use.current;
-    let cached = a.stats().cached_bytes();
-    // The device now has 1 MiB left beside what the allocator holds.
-    mock.set_capacity(held + (1 << 20));
-    let want = (cached / 2) as usize + (512 << 10);
-    id += 1;
-    let b = a
-        .alloc(want)
-        .expect("cached memory serves when the device is full");
-    kept.push(tag_new(&mock, b, id));
-    assert_reserved_exact(&*a, &mock, "after serving from the cache");
-    let too_big = 4 * (held as usize + (1 << 20));
+    mock.set_capacity(held);
+    // Sizes just freed, and others: served from what is held, or refused cleanly.
+    let mut served = 0;
+    for (i, &size) in freed_sizes.iter().take(20).enumerate() {
+        let size = if i % 2 == 0 {
+            size
+        } else {
+            rng.log_uniform(1, 4 << 20)
+        };
+        if let Some(b) = try_alloc(&*a, Request::new(size), "on a full device") {
+            id += 1;
+            kept.push(tag_new(&mock, b, id));
+            served += 1;
+        }
+        assert_reserved_exact(&*a, &mock, "on a full device");
+        assert!(mock.counters().bytes_in_use.current <= held);
+    }
+    let too_big = 4 * held as usize;
     let e = a.alloc(too_big).expect_err("larger than the device");
     assert!(e.is_oom() || matches!(e, Error::TooLarge { .. }), "{e}");
     assert!(e.to_string().contains(&too_big.to_string()), "{e}");
     assert_eq!(a.stats().live_blocks.current, kept.len() as u64);
+    kept.iter().for_each(|t| check(&mock, t));
+    // Recovery: everything freed and trimmed, the same device serves again.
+    free_all(&*a, &mock, kept);
     a.trim().unwrap();
     assert_reserved_exact(&*a, &mock, "after trim");
+    assert_eq!(mock.counters().bytes_in_use.current, 0);
+    let mut again = Vec::new();
+    while (again.len() as u64 + 1) * (1 << 20) <= held / 4 {
+        id += 1;
+        let b = a
+            .alloc(1 << 20)
+            .unwrap_or_else(|e| panic!("the allocator recovers ({served} served while full): {e}"));
+        again.push(tag_new(&mock, b, id));
+    }
+    assert!(!again.is_empty());
+    free_all(&*a, &mock, again);
     mock.set_capacity(1 << 30);
-    free_all(&*a, &mock, kept);
     assert_empty(&*a, &mock);
 }
 
@@ -310,6 +361,44 @@ strategy_suite!(guarded_direct, direct_cfg(), |m: Arc<MockBackend>| {
 strategy_suite!(stack_over_direct, direct_cfg(), |m: Arc<MockBackend>| {
     Statistics::new(Limit::new(
         Logging::new(Tracking::new(OomRetry::new(direct(m))), std::io::sink()),
+        1 << 60,
+    ))
+});
+
+strategy_suite!(slab, default_cfg(), |m: Arc<MockBackend>| {
+    devpool_slab::slab(m, devpool_slab::SlabConfig::geometric(8, 16 << 20))
+});
+strategy_suite!(tlsf_virtual, default_cfg(), |m: Arc<MockBackend>| {
+    devpool_tlsf::tlsf(m, devpool_tlsf::TlsfConfig::default())
+});
+strategy_suite!(tlsf_region, default_cfg().without_virtual(), |m: Arc<
+    MockBackend,
+>| {
+    devpool_tlsf::tlsf(m, devpool_tlsf::TlsfConfig::default())
+});
+strategy_suite!(buddy_virtual, default_cfg(), |m: Arc<MockBackend>| {
+    devpool_buddy::buddy(m, devpool_buddy::BuddyConfig::default())
+});
+strategy_suite!(buddy_region, default_cfg().without_virtual(), |m: Arc<
+    MockBackend,
+>| {
+    devpool_buddy::buddy(m, devpool_buddy::BuddyConfig::default())
+});
+strategy_suite!(hybrid_training, default_cfg(), |m: Arc<MockBackend>| {
+    devpool_hybrid::hybrid(m, devpool_hybrid::HybridConfig::training())
+});
+strategy_suite!(hybrid_with_buddy, default_cfg(), |m: Arc<MockBackend>| {
+    devpool_hybrid::hybrid(m, devpool_hybrid::HybridConfig::with_buddy())
+});
+strategy_suite!(stack_over_hybrid, default_cfg(), |m: Arc<MockBackend>| {
+    Statistics::new(Limit::new(
+        Logging::new(
+            Tracking::new(OomRetry::new(devpool_hybrid::hybrid(
+                m,
+                devpool_hybrid::HybridConfig::training(),
+            ))),
+            std::io::sink(),
+        ),
         1 << 60,
     ))
 });

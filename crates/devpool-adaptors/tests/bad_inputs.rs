@@ -380,26 +380,35 @@ pub fn after_drop(make: &Make) {
     assert_empty(&*fresh, &mock);
 }
 
-/// Row: too many streams. `Limit` past the allocator's stream table, never a panic;
-/// the streams already served keep working. The reserved handle `u64::MAX` is
-/// `Unsupported`.
+/// Row: too many streams. `Limit` past the allocator's stream table, or out of
+/// memory first where each stream's pool takes a large region or address range;
+/// never a panic, and the streams already served keep working. The reserved handle
+/// `u64::MAX` is `Unsupported`.
 pub fn too_many_streams(make: &Make) {
     let mock = MockBackend::shared();
     let a = make(mock.clone());
     let mut blocks = Vec::new();
-    let mut refused = 0;
+    let (mut limited, mut oom) = (0, 0);
     for s in 1..=2048u64 {
         match a.allocate(Request::new(256).on_stream(StreamId(s))) {
             Ok(b) => blocks.push(b),
             Err(Error::Limit(msg)) => {
                 assert!(msg.contains("streams"), "{msg}");
-                refused += 1;
+                limited += 1;
             }
+            Err(e) if e.is_oom() => oom += 1,
             Err(e) => panic!("stream {s}: {e}"),
         }
     }
-    assert!(refused > 0, "2048 streams are more than any table holds");
-    assert!(blocks.len() >= devpool_core::DEFAULT_MAX_STREAMS);
+    assert!(
+        limited + oom > 0,
+        "2048 streams are more than any table holds"
+    );
+    assert!(
+        oom > 0 || blocks.len() >= devpool_core::DEFAULT_MAX_STREAMS,
+        "at least the default number of streams is served ({})",
+        blocks.len()
+    );
     assert!(matches!(
         a.allocate(Request::new(1).on_stream(StreamId(u64::MAX))),
         Err(Error::Unsupported(_))
@@ -539,6 +548,37 @@ bad_input_suite!(
     trusts_requested
 );
 bad_input_suite!(reuse_pool, |m: Arc<MockBackend>| common::reuse(m));
+
+bad_input_suite!(
+    slab,
+    |m: Arc<MockBackend>| devpool_slab::slab(m, devpool_slab::SlabConfig::geometric(8, 16 << 20)),
+    trusts_requested
+);
+bad_input_suite!(tlsf_virtual, |m: Arc<MockBackend>| {
+    devpool_tlsf::tlsf(m, devpool_tlsf::TlsfConfig::default())
+});
+bad_input_suite!(tlsf_region, |m: Arc<MockBackend>| {
+    devpool_tlsf::tlsf(
+        m,
+        devpool_tlsf::TlsfConfig::default().mode(devpool_tlsf::Mode::Region),
+    )
+});
+bad_input_suite!(buddy_virtual, |m: Arc<MockBackend>| {
+    devpool_buddy::buddy(m, devpool_buddy::BuddyConfig::default())
+});
+bad_input_suite!(buddy_region, |m: Arc<MockBackend>| {
+    devpool_buddy::buddy(m, devpool_buddy::BuddyConfig::region())
+});
+bad_input_suite!(
+    hybrid_training,
+    |m: Arc<MockBackend>| devpool_hybrid::hybrid(m, devpool_hybrid::HybridConfig::training()),
+    trusts_requested
+);
+bad_input_suite!(
+    hybrid_with_buddy,
+    |m: Arc<MockBackend>| devpool_hybrid::hybrid(m, devpool_hybrid::HybridConfig::with_buddy()),
+    trusts_requested
+);
 
 // The exact answers of the core layer, where the rows above accept a family.
 
