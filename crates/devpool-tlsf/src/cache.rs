@@ -151,8 +151,9 @@ impl TlsfPool {
     }
 
     /// Give back spans with no live block and no mapped page: regions until `want`
-    /// bytes are released, and, when `unreserve`, reserved ranges. Returns the device
-    /// bytes released (reserved ranges hold none).
+    /// bytes are released, and, when `unreserve`, reserved ranges but one (address
+    /// space costs no memory, and keeping one range saves reserving it again).
+    /// Returns the device bytes released (reserved ranges hold none).
     pub(crate) fn release_free_spans(
         &self,
         g: &mut Inner,
@@ -160,6 +161,12 @@ impl TlsfPool {
         unreserve: bool,
     ) -> Result<usize> {
         let mut released = 0;
+        let mut ranges = g
+            .spans
+            .iter()
+            .flatten()
+            .filter(|s| s.pages.is_some())
+            .count();
         for id in (0..g.spans.len()).rev() {
             if released >= want {
                 break;
@@ -171,9 +178,10 @@ impl TlsfPool {
             let (base, size) = (DevicePtr(sp.base), sp.size as usize);
             match &sp.pages {
                 Some(pm) => {
-                    if !unreserve || pm.count(0, pm.len()) > 0 {
+                    if !unreserve || ranges <= 1 || pm.count(0, pm.len()) > 0 {
                         continue;
                     }
+                    ranges -= 1;
                     self.backend.unreserve(base, size)?;
                     self.counters.on_backend_call();
                 }

@@ -15,11 +15,29 @@
 //!   per run of missing pages) and kept mapped as a bounded cache when no live block
 //!   touches them (see the policy in [`TlsfConfig`]). Memory held tracks the live
 //!   bytes closely, with no power-of-two rounding and no per-block page tail.
+//!   A new block prefers free blocks whose pages are mapped already; the map batch
+//!   rounds a run of missing pages up (8 pages by default) where the free room allows.
+//! - The page cache: unused mapped memory is bounded by
+//!   `floor + fraction × recent peak + (recent peak − allocated)`, enforced when the
+//!   pool grows and once per window of operations, unmapping from the highest
+//!   addresses down. What a training step frees stays mapped for the next step, so
+//!   a repeating workload maps nothing after its first steps; at a new peak only
+//!   the floor (32 MiB) and the fraction (0.2%) stay unused. When the policy's own
+//!   unmaps keep coming back as maps (a working set wider than the bound), the
+//!   bound widens for a while. `trim` unmaps every unused page and gives back
+//!   empty ranges but one (address space costs no memory); on a backend
+//!   out-of-memory the pool unmaps its unused pages and retries once.
 //! - Region mode ([`Mode::Region`]): the same lists over regions taken in chunks of at
-//!   least 64 MiB; wholly free chunks go back on trim.
+//!   least 64 MiB; wholly free chunks go back on trim and when the cache is over its
+//!   bound.
 //! - Alignment: any power of two up to the page size.
 //! - [`TlsfPool::detail`]: free blocks, largest free block, mapped and unused pages,
-//!   map and unmap calls.
+//!   map and unmap calls, host bookkeeping bytes.
+//!
+//! On the bundled traces in traces/ (example `trace_frag`), the backend's peak of
+//! held bytes over the peak of live bytes is 1.013 (resnet50_train) and 1.006
+//! (gpt2_train_varlen) with requests up to 1 MiB served elsewhere at their exact
+//! size, against 1.017 and 1.027 for PyTorch's expandable segments.
 //!
 //! ```
 //! use devpool_core::{Allocator, Backend, MockBackend, Request};
