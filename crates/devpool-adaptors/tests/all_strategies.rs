@@ -384,6 +384,9 @@ strategy_suite!(buddy_region, default_cfg().without_virtual(), |m: Arc<
 >| {
     devpool_buddy::buddy(m, devpool_buddy::BuddyConfig::default())
 });
+strategy_suite!(arena, default_cfg(), |m: Arc<MockBackend>| {
+    devpool_arena::arena(m, devpool_arena::ArenaConfig::default())
+});
 strategy_suite!(hybrid_training, default_cfg(), |m: Arc<MockBackend>| {
     devpool_hybrid::hybrid(m, devpool_hybrid::HybridConfig::training())
 });

@@ -569,6 +569,9 @@ bad_input_suite!(buddy_virtual, |m: Arc<MockBackend>| {
 bad_input_suite!(buddy_region, |m: Arc<MockBackend>| {
     devpool_buddy::buddy(m, devpool_buddy::BuddyConfig::region())
 });
+bad_input_suite!(arena, |m: Arc<MockBackend>| {
+    devpool_arena::arena(m, devpool_arena::ArenaConfig::default())
+});
 bad_input_suite!(
     hybrid_training,
     |m: Arc<MockBackend>| devpool_hybrid::hybrid(m, devpool_hybrid::HybridConfig::training()),
