@@ -21,7 +21,10 @@
 //!   that ended, or already freed, are rejected, never confused with new ones.
 //! - [`trim`](devpool_core::Allocator::trim) gives back the chunks not used in the
 //!   current epoch, and every chunk once nothing is live.
-//! - Metadata stays on the host; the arena never touches the memory it manages.
+//! - Metadata stays on the host (24 bytes a block, reused from frame to frame); the
+//!   arena never touches the memory it manages.
+//! - Limits: one epoch hands out at most 4 Mi blocks (then [`Error::Limit`] until a
+//!   reset), a pool holds at most 255 chunks, and alignments go up to 1 GiB.
 //!
 //! ```
 //! use devpool_arena::{arena, ArenaConfig};
@@ -40,6 +43,7 @@
 //! [`Backend::alloc_region`]: devpool_core::Backend::alloc_region
 //! [`Error::NotOwned`]: devpool_core::Error::NotOwned
 //! [`Error::DoubleFree`]: devpool_core::Error::DoubleFree
+//! [`Error::Limit`]: devpool_core::Error::Limit
 #![warn(missing_docs)]
 
 mod arena;

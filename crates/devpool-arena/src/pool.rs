@@ -1,38 +1,5 @@
-//! [`ArenaPool`]: the single-stream bump pool.
-//!
-//! # How it works
-//!
-//! - **Bump** ([`alloc`]). The cursor is one atomic word: the epoch, the slot of the
-//!   current chunk and the offset in it. An allocation reads the chunk's address and
-//!   size from the slot, aligns, and moves the offset with one compare-and-swap. Only
-//!   when the chunk is full does it take the pool's lock, to move to a spare chunk or
-//!   take a new one from the backend.
-//! - **Ledger.** A second word holds the blocks handed out and freed in the epoch. An
-//!   allocation counts itself there, which also gives it its record index, before it
-//!   is handed out; a free counts itself after it is done. A new epoch begins only by
-//!   changing that word, and a rewind only from a ledger with nothing live, so no
-//!   block is handed out in an epoch that has ended: an allocation that loses that
-//!   race bumps again in the new epoch.
-//! - **Records** ([`free`]). Each block has a host-side record (address, requested
-//!   size, epoch, generation, live flag) at the index written in its handle, so a free
-//!   is checked in O(1): a pointer that is not the block's, a forged size, a second
-//!   free, or a block of an epoch that ended are errors that change nothing.
-//! - **Frees** are checked and counted at once (the live figures drop), but their
-//!   memory is reused only when a new epoch begins, with one exception: freeing the
-//!   block bumped last in the current chunk moves the cursor back over it
-//!   ([`ArenaConfig::reuse_last`]) and gives its record back, so temporaries freed in
-//!   stack order cost nothing and hold nothing. That keeps allocation a bump and a
-//!   free a few atomic operations, which is the point of an arena; a workload that
-//!   needs freed memory back in any order mid-frame wants a general pool instead.
-//! - **Epochs** ([`epoch`]). A new epoch begins, in O(chunks), at
-//!   [`reset`](ArenaPool::reset) (live blocks are reclaimed), at a rewind (the last
-//!   live block was freed, see [`ArenaConfig::rewind_when_empty`]), and when
-//!   [`trim`](Pool::trim) finds nothing live. The chunks are then rearranged largest
-//!   first and the cursor starts at the start of the largest.
-//!
-//! The words carry 20 bits of the epoch. An allocation reads the full epoch before it
-//! bumps and checks it again once it is counted, so an old word value that comes
-//! back a million epochs later cannot fool it.
+//! [`ArenaPool`]: the single-stream bump pool; [`alloc`], [`free`] and [`epoch`] hold
+//! its three parts.
 
 mod alloc;
 mod epoch;
@@ -66,9 +33,43 @@ struct Inner {
 }
 
 /// A single-stream linear arena: allocation bumps a pointer, a new epoch hands every
-/// byte back at once. See the [module docs](self) for how.
+/// byte back at once.
 ///
 /// Used alone it serves one stream; [`arena`](crate::arena) gives each stream its own.
+///
+/// # How it works
+///
+/// - **Bump.** The cursor is one atomic word: the epoch, the slot of the current chunk
+///   and the offset in it. An allocation reads the chunk's address and size from the
+///   slot, aligns, and moves the offset with one compare-and-swap. Only when the chunk
+///   is full does it take the pool's lock, to move to a spare chunk or take a new one
+///   from the backend.
+/// - **Ledger.** A second word holds the blocks handed out and freed in the epoch. An
+///   allocation counts itself there, which also gives it its record index, before it
+///   is handed out; a free counts itself after it is done. A new epoch begins only by
+///   changing that word, and a rewind only from a ledger with nothing live, so no
+///   block is handed out in an epoch that has ended: an allocation that loses that
+///   race bumps again in the new epoch.
+/// - **Records.** Each block has a host-side record (address, requested size, epoch,
+///   generation, live flag) at the index written in its handle, so a free is checked
+///   in O(1): a pointer that is not the block's, a forged size, a second free, or a
+///   block of an epoch that ended are errors that change nothing.
+/// - **Frees** are checked and counted at once (the live figures drop), but their
+///   memory is reused only when a new epoch begins, with one exception: freeing the
+///   block bumped last in the current chunk moves the cursor back over it
+///   ([`ArenaConfig::reuse_last`]) and gives its record back, so temporaries freed in
+///   stack order cost nothing and hold nothing. That keeps allocation a bump and a
+///   free a few atomic operations, which is the point of an arena; a workload that
+///   needs freed memory back in any order mid-frame wants a general pool instead.
+/// - **Epochs.** A new epoch begins, in O(chunks), at [`reset`](ArenaPool::reset)
+///   (live blocks are reclaimed), at a rewind (the last live block was freed, see
+///   [`ArenaConfig::rewind_when_empty`]), and when [`trim`](Pool::trim) finds nothing
+///   live. The chunks are then rearranged largest first and the cursor starts at the
+///   start of the largest.
+///
+/// The words carry 20 bits of the epoch. An allocation reads the full epoch before it
+/// bumps and checks it again once it is counted, so an old word value that comes
+/// back a million epochs later cannot fool it.
 ///
 /// ```
 /// use devpool_arena::{ArenaConfig, ArenaPool};

@@ -13,12 +13,13 @@
 //! Epochs are counted in full (`u64`) under the pool's lock and in one atomic word
 //! that an allocation reads before and after it counts itself, so a word's few epoch
 //! bits are never trusted alone.
+
 use devpool_core::MIN_ALIGN;
 
 const GRANULE_SHIFT: u32 = MIN_ALIGN.trailing_zeros();
 const OFF_BITS: u32 = 36;
 const SLOT_BITS: u32 = 8;
-/// Bits of the epoch kept in the cursor and the counted words.
+/// Bits of the epoch kept in the cursor and the ledger.
 pub const EPOCH_BITS: u32 = 20;
 const EPOCH_MASK: u64 = (1 << EPOCH_BITS) - 1;
 const LEDGER_COUNT_BITS: u32 = 22;
