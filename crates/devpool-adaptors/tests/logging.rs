@@ -205,3 +205,53 @@ fn file_log_round_trips() {
         assert_eq!(rows[10 + i].action, "free");
     }
 }
+
+#[test]
+fn the_project_reader_replays_a_logged_run() {
+    // Log a threaded run over a pool that reuses addresses, read it back with the
+    // trace tools, and replay it through another allocator.
+    let sink = Shared::default();
+    let a = Arc::new(Logging::new(
+        common::reuse(MockBackend::shared()),
+        sink.clone(),
+    ));
+    let handles: Vec<_> = (0..3u64)
+        .map(|t| {
+            let a = a.clone();
+            std::thread::spawn(move || {
+                let mut rng = Rng::new(50 + t);
+                let mut live: Vec<Block> = Vec::new();
+                for _ in 0..300 {
+                    if live.len() < 6 && rng.below(2) == 0 {
+                        let req = Request::new(rng.log_uniform(0, 1 << 20)).on_stream(StreamId(t));
+                        live.push(a.allocate(req).unwrap());
+                    } else if let Some(b) = live.pop() {
+                        a.free(b).unwrap();
+                    }
+                }
+                live.len()
+            })
+        })
+        .collect();
+    let still_live: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    let text = sink.text();
+    let trace = devpool_trace::read_rmm_csv(text.as_bytes(), "logged").expect("reads back");
+    let rows = parse(&text);
+    assert_eq!(trace.events.len(), rows.len());
+    for (e, r) in trace.events.iter().zip(&rows) {
+        assert_eq!(
+            (e.action.as_str(), e.ptr, e.size, e.stream, e.thread as u64),
+            (r.action.as_str(), r.ptr, r.size, r.stream, r.thread)
+        );
+    }
+    let allocs = trace.count(devpool_trace::Action::Allocate);
+    let frees = trace.count(devpool_trace::Action::Free);
+    assert_eq!(allocs - frees, still_live);
+    let report = devpool_trace::replay(
+        &trace,
+        &direct(MockBackend::shared()),
+        &devpool_trace::ReplayOptions::default(),
+    );
+    assert_eq!(report.allocations, allocs as u64);
+    assert_eq!(report.frees, frees as u64);
+}
