@@ -1,11 +1,11 @@
 //! Arena latency on the mock backend: a frame of 1000 mixed allocations then a reset
-//! (time per frame; divide by 1000 for the time per allocation), and allocate + free
-//! pairs.
+//! (time per frame; divide by 1000 for the time per allocation) through the allocator
+//! and on one pool, allocate + free pairs, and a frame bumped by four threads.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use devpool_arena::{arena, ArenaConfig};
+use devpool_arena::{arena, ArenaConfig, ArenaPool};
 use devpool_core::testing::Rng;
-use devpool_core::{Allocator, MockBackend, Request};
+use devpool_core::{Allocator, MockBackend, Pool, Request};
 use std::time::Duration;
 
 fn frame(c: &mut Criterion) {
@@ -20,6 +20,26 @@ fn frame(c: &mut Criterion) {
                 black_box(a.allocate(Request::new(s)).unwrap());
             }
             a.reset().unwrap();
+        })
+    });
+    g.finish();
+}
+
+fn pool_frame(c: &mut Criterion) {
+    // The same frame on one pool, without the per-stream layer.
+    let pool = ArenaPool::new(MockBackend::shared(), ArenaConfig::default());
+    let mut rng = Rng::new(42);
+    let reqs: Vec<Request> = (0..1000)
+        .map(|_| Request::new(rng.log_uniform(1, 64 << 10)))
+        .collect();
+    let mut g = c.benchmark_group("arena");
+    g.throughput(Throughput::Elements(reqs.len() as u64));
+    g.bench_function("pool_frame_1000_mixed_then_reset", |b| {
+        b.iter(|| {
+            for r in &reqs {
+                black_box(pool.allocate(r).unwrap());
+            }
+            pool.reset().unwrap();
         })
     });
     g.finish();
@@ -81,7 +101,7 @@ mod group {
             .sample_size(20)
             .warm_up_time(Duration::from_millis(500))
             .measurement_time(Duration::from_secs(2));
-        targets = frame, pairs, threads
+        targets = frame, pool_frame, pairs, threads
     }
 }
 criterion_main!(group::benches);

@@ -86,6 +86,7 @@ impl ArenaPool {
         g.epoch = new;
         g.retired = 0;
         self.epoch.store(new, Release);
+        self.rewind_due.store(false, Relaxed);
         let (released, err) = match how {
             Turn::Rewind => (0, None),
             Turn::Reset => {
