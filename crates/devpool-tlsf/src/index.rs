@@ -151,6 +151,7 @@ impl Index {
         Some((f, self.sl_map[f].trailing_zeros() as usize))
     }
 
+    #[inline]
     fn insert_free(&mut self, i: u32) {
         let (fl, sl) = self.class(self.nodes[i as usize].size);
         let head = self.heads[fl][sl];
@@ -170,6 +171,7 @@ impl Index {
         self.free_blocks += 1;
     }
 
+    #[inline]
     fn remove_free(&mut self, i: u32) {
         let n = self.nodes[i as usize];
         debug_assert_eq!(n.state, State::Free);
@@ -192,6 +194,7 @@ impl Index {
         self.free_bytes -= n.size;
     }
 
+    #[inline]
     fn new_node(&mut self, addr: u64, size: u64, span: u32) -> u32 {
         let fresh = Node {
             addr,
@@ -220,6 +223,7 @@ impl Index {
         }
     }
 
+    #[inline]
     fn vacate(&mut self, i: u32) {
         let n = &mut self.nodes[i as usize];
         n.state = State::Vacant;
@@ -323,6 +327,7 @@ impl Index {
     /// Hand out `size` bytes of free block `i`, `pad` bytes past its start: the
     /// bytes before and after become free blocks of their own. Node `i` becomes the
     /// used block; its generation is bumped.
+    #[inline]
     pub fn carve(&mut self, i: u32, pad: u64, size: u64, requested: u64) {
         self.remove_free(i);
         let n = self.nodes[i as usize];
@@ -361,6 +366,7 @@ impl Index {
 
     /// Free used block `i` and merge it with free neighbours; returns the merged free
     /// block.
+    #[inline]
     pub fn release(&mut self, i: u32) -> u32 {
         debug_assert_eq!(self.nodes[i as usize].state, State::Used);
         self.used_blocks -= 1;
@@ -381,6 +387,7 @@ impl Index {
     }
 
     /// Merge the block after `i` into `i` and drop its node.
+    #[inline]
     fn absorb_next(&mut self, i: u32) {
         let j = self.nodes[i as usize].next_phys;
         let nj = self.nodes[j as usize];

@@ -36,6 +36,7 @@ impl PageMap {
     }
 
     /// Mapped pages in `[lo, hi)`.
+    #[inline]
     pub fn count(&self, lo: usize, hi: usize) -> usize {
         if lo >= hi {
             return 0;
@@ -61,6 +62,7 @@ impl PageMap {
     }
 
     /// The first page in `[lo, hi)` whose bit is `on`, or `hi`.
+    #[inline]
     pub fn next(&self, lo: usize, hi: usize, on: bool) -> usize {
         let mut p = lo;
         while p < hi {

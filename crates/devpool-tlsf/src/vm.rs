@@ -92,6 +92,7 @@ impl TlsfPool {
 
     /// Pages that block `[b, e)` carved from free block `[fa, fe)` of span `span`
     /// would have to map.
+    #[inline]
     pub(crate) fn missing_pages(
         &self,
         g: &Inner,
