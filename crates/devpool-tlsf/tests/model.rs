@@ -28,16 +28,19 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn config() -> impl Strategy<Value = TlsfConfig> {
-    (any::<bool>(), 1usize..6, 0usize..3, 1u64..64).prop_map(|(virt, batch, floor, window)| {
-        TlsfConfig::default()
-            .mode(if virt { Mode::Virtual } else { Mode::Region })
-            // Small ranges and chunks, so that pools need several of them.
-            .range_size(48 << 20)
-            .region_chunk(32 << 20)
-            .map_batch_pages(batch)
-            .cache(floor << 21, 0.01)
-            .window_ops(window)
-    })
+    (any::<bool>(), 1usize..6, 0usize..3, 1u64..64, 8u32..=13).prop_map(
+        |(virt, batch, floor, window, granule_log)| {
+            TlsfConfig::default()
+                .mode(if virt { Mode::Virtual } else { Mode::Region })
+                .granule(1 << granule_log)
+                // Small ranges and chunks, so that pools need several of them.
+                .range_size(48 << 20)
+                .region_chunk(32 << 20)
+                .map_batch_pages(batch)
+                .cache(floor << 21, 0.01)
+                .window_ops(window)
+        },
+    )
 }
 
 fn check(

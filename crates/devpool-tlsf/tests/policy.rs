@@ -240,3 +240,36 @@ fn region_mode_takes_chunks_and_returns_empty_ones_on_trim() {
     assert_eq!(mock.counters().bytes_in_use.current, 0);
     p.verify().unwrap();
 }
+
+#[test]
+fn virtual_mode_needs_a_backend_with_virtual_memory() {
+    let mock = MockBackend::shared_with(MockConfig::default().without_virtual());
+    let p = TlsfPool::new(mock.clone(), TlsfConfig::default().mode(Mode::Virtual));
+    assert!(matches!(
+        p.allocate(&Request::new(MIB)),
+        Err(devpool_core::Error::Unsupported(_))
+    ));
+    let auto = TlsfPool::new(mock, TlsfConfig::default());
+    assert_eq!(auto.mode(), Mode::Region);
+    let b = auto.allocate(&Request::new(MIB)).unwrap();
+    auto.deallocate(&b).unwrap();
+}
+
+#[test]
+fn settings_out_of_range_are_brought_into_range() {
+    let (mock, p) = pool(
+        TlsfConfig::default()
+            .granule(3)
+            .map_batch_pages(0)
+            .cache(0, f64::NAN)
+            .window_ops(0),
+    );
+    let c = p.config();
+    assert_eq!((c.granule, c.map_batch_pages, c.window_ops), (256, 1, 1));
+    assert_eq!(c.cache_fraction, 0.0);
+    let huge = TlsfPool::new(mock.clone(), TlsfConfig::default().granule(1 << 40));
+    assert_eq!(huge.config().granule, mock.granularity());
+    let b = p.allocate(&Request::new(1000)).unwrap();
+    assert_eq!(b.size, 1024);
+    p.deallocate(&b).unwrap();
+}
