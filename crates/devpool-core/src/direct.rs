@@ -6,16 +6,21 @@ use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::ordered::StreamOrdered;
 use crate::stats::{Counters, Stats};
-use crate::types::{align_up, Block, Request, MIN_ALIGN};
+use crate::types::{align_up, Block, DevicePtr, Request, MIN_ALIGN};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A pool that takes one backend region per block and frees it at once. Nothing is
 /// cached, so `trim` has nothing to do.
+///
+/// Regions are only promised 256-byte alignment (what `cuMemAlloc` guarantees for
+/// small sizes), so a larger alignment is served by taking `align - 256` more bytes
+/// and handing out the aligned address inside.
 pub struct DirectPool {
     backend: Arc<dyn Backend>,
-    live: Mutex<HashMap<u64, usize>>,
+    /// Handed-out pointer -> (region base, region size, granted size).
+    live: Mutex<HashMap<u64, (u64, usize, usize)>>,
     counters: Counters,
 }
 
@@ -52,14 +57,19 @@ impl Pool for DirectPool {
         if align > self.backend.granularity() {
             return Err(Error::InvalidAlignment { align: req.align });
         }
-        let size = align_up(req.effective_size(), MIN_ALIGN).ok_or(Error::TooLarge {
+        let too_large = Error::TooLarge {
             size: req.size,
             max: isize::MAX as usize,
-        })?;
-        let ptr = self.backend.alloc_region(size)?;
-        self.counters.on_reserve(size);
+        };
+        let size = align_up(req.effective_size(), MIN_ALIGN).ok_or(too_large.clone())?;
+        let region = size.checked_add(align - MIN_ALIGN).ok_or(too_large)?;
+        let base = self.backend.alloc_region(region)?;
+        let ptr = DevicePtr(
+            align_up(base.0 as usize, align).expect("region fits the address space") as u64,
+        );
+        self.counters.on_reserve(region);
         self.counters.on_alloc(req.size, size);
-        self.live.lock().insert(ptr.0, size);
+        self.live.lock().insert(ptr.0, (base.0, region, size));
         Ok(Block {
             ptr,
             size,
@@ -73,10 +83,10 @@ impl Pool for DirectPool {
     fn deallocate(&self, block: &Block) -> Result<()> {
         let mut live = self.live.lock();
         match live.get(&block.ptr.0) {
-            Some(&size) if size == block.size => {
-                self.backend.free_region(block.ptr, size)?;
+            Some(&(base, region, size)) if size == block.size => {
+                self.backend.free_region(DevicePtr(base), region)?;
                 live.remove(&block.ptr.0);
-                self.counters.on_release(size);
+                self.counters.on_release(region);
                 self.counters.on_free(block.requested, size);
                 Ok(())
             }
@@ -86,7 +96,7 @@ impl Pool for DirectPool {
 
     fn check(&self, block: &Block) -> Result<()> {
         match self.live.lock().get(&block.ptr.0) {
-            Some(&size) if size == block.size => Ok(()),
+            Some(&(_, _, size)) if size == block.size => Ok(()),
             _ => Err(Error::NotOwned { ptr: block.ptr }),
         }
     }
@@ -102,8 +112,8 @@ impl Pool for DirectPool {
 
 impl Drop for DirectPool {
     fn drop(&mut self) {
-        for (ptr, size) in self.live.get_mut().drain() {
-            let _ = self.backend.free_region(crate::DevicePtr(ptr), size);
+        for (_, (base, region, _)) in self.live.get_mut().drain() {
+            let _ = self.backend.free_region(DevicePtr(base), region);
         }
     }
 }
