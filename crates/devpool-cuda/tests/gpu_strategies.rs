@@ -102,3 +102,13 @@ fn tlsf_virtual_on_gpu() {
         &g,
     );
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn hybrid_on_gpu() {
+    use devpool_hybrid::{hybrid, HybridConfig};
+    for cfg in [HybridConfig::training(), HybridConfig::with_buddy()] {
+        let g = gpu();
+        checks(&hybrid(g.clone(), cfg), OverlapCheck::new(4000, 27), &g);
+    }
+}
