@@ -8,7 +8,11 @@ fn every_listed_strategy_builds_and_serves() {
         let alloc = build(s.name, mock.clone()).unwrap_or_else(|e| panic!("{}: {e}", s.name));
         let blocks: Vec<_> = [1usize, 4096, 3 << 20, 100 << 20]
             .iter()
-            .map(|&n| alloc.alloc(n).unwrap_or_else(|e| panic!("{} {n}: {e}", s.name)))
+            .map(|&n| {
+                alloc
+                    .alloc(n)
+                    .unwrap_or_else(|e| panic!("{} {n}: {e}", s.name))
+            })
             .collect();
         devpool::core::testing::check_blocks(&blocks);
         for b in blocks {
