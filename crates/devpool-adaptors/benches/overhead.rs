@@ -1,7 +1,7 @@
-//! What each adaptor adds to an allocation and its free (4 KiB, same stream), over a
-//! pool that reuses addresses at once (the shape of a caching strategy's fast path),
-//! on the mock backend. (The direct allocator cannot be the base here: the mock never
-//! reuses an address, and millions of pairs run through its address space.)
+//! What each adaptor adds to an allocation and its free (4 KiB, same stream), over the
+//! slab strategy and over a simple pool that reuses addresses at once, on the mock
+//! backend. (The direct allocator cannot be the base here: the mock never reuses an
+//! address, and millions of pairs run through its address space.)
 #![allow(missing_docs)]
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use devpool_adaptors::{Guarded, Limit, Logging, OomRetry, Statistics, Tracking};
@@ -13,29 +13,33 @@ use std::time::Duration;
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-type Build = fn(Arc<MockBackend>) -> Box<dyn Allocator>;
+type Build = fn(Arc<MockBackend>, bool) -> Box<dyn Allocator>;
 
-fn base(m: Arc<MockBackend>) -> Box<dyn Allocator> {
-    Box::new(common::reuse(m))
+fn base(m: Arc<MockBackend>, slab: bool) -> Box<dyn Allocator> {
+    if slab {
+        Box::new(devpool_slab::slab(m, devpool_slab::SlabConfig::default()))
+    } else {
+        Box::new(common::reuse(m))
+    }
 }
 
 fn builders() -> Vec<(&'static str, Build)> {
     vec![
-        ("bare", |m| base(m)),
-        ("stats", |m| Box::new(Statistics::new(base(m)))),
-        ("limit", |m| Box::new(Limit::new(base(m), 1 << 40))),
-        ("log-sink", |m| {
-            Box::new(Logging::new(base(m), std::io::sink()))
+        ("bare", |m, s| base(m, s)),
+        ("stats", |m, s| Box::new(Statistics::new(base(m, s)))),
+        ("limit", |m, s| Box::new(Limit::new(base(m, s), 1 << 40))),
+        ("log-sink", |m, s| {
+            Box::new(Logging::new(base(m, s), std::io::sink()))
         }),
-        ("tracking", |m| Box::new(Tracking::new(base(m)))),
-        ("tracking-backtraces", |m| {
-            Box::new(Tracking::new(base(m)).with_backtraces(true))
+        ("tracking", |m, s| Box::new(Tracking::new(base(m, s)))),
+        ("tracking-backtraces", |m, s| {
+            Box::new(Tracking::new(base(m, s)).with_backtraces(true))
         }),
-        ("oom-retry", |m| Box::new(OomRetry::new(base(m)))),
-        ("guarded", |m| Box::new(Guarded::new(base(m)))),
-        ("stack", |m| {
+        ("oom-retry", |m, s| Box::new(OomRetry::new(base(m, s)))),
+        ("guarded", |m, s| Box::new(Guarded::new(base(m, s)))),
+        ("stack", |m, s| {
             Box::new(Statistics::new(Limit::new(
-                Logging::new(Tracking::new(base(m)), std::io::sink()),
+                Logging::new(Tracking::new(base(m, s)), std::io::sink()),
                 1 << 40,
             )))
         }),
@@ -43,8 +47,8 @@ fn builders() -> Vec<(&'static str, Build)> {
 }
 
 fn pairs(c: &mut Criterion) {
-    {
-        let mut g = c.benchmark_group("pair_4k_over_reuse");
+    for (label, slab) in [("slab", true), ("reuse", false)] {
+        let mut g = c.benchmark_group(format!("pair_4k_over_{label}"));
         for (name, build) in builders() {
             // Guards need real bytes behind the blocks.
             let cfg = if name == "guarded" {
@@ -52,7 +56,7 @@ fn pairs(c: &mut Criterion) {
             } else {
                 MockConfig::default()
             };
-            let a = build(MockBackend::shared_with(cfg));
+            let a = build(MockBackend::shared_with(cfg), slab);
             g.bench_function(BenchmarkId::from_parameter(name), |b| {
                 b.iter(|| {
                     let blk = a.alloc(black_box(4096)).unwrap();
