@@ -1,0 +1,323 @@
+//! The configuration string: `key=value` pairs separated by `;`.
+//!
+//! | key | values | default |
+//! |---|---|---|
+//! | `strategy` | any name of [`devpool::STRATEGIES`] | `hybrid` |
+//! | `backend` | `cuda` (the device's primary context) or `mock` (CPU stand-in, for tests) | `cuda` |
+//! | `small_max` | bytes (`1M`, `512K`...): the hybrid router sends requests up to this size to its slab | the preset's (1 MiB) |
+//! | `huge_min` | bytes, or `off`: the hybrid router gives requests from this size their own region | the preset's |
+//! | `mock_capacity` | bytes: the device memory of each mock device | `141G` |
+//! | `log` | `off`, `once` (the first message of each kind of misuse), `all` | `once` |
+//!
+//! Sizes are integers with an optional binary suffix (`K`, `M`, `G`, `T`, with or
+//! without `iB`), case-insensitive. Spaces around keys and values are ignored.
+
+use std::fmt;
+
+/// Where the memory comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendKind {
+    /// The CUDA driver, on the device's primary context.
+    Cuda,
+    /// [`devpool_core::MockBackend`]: fake addresses, no GPU. For tests.
+    Mock,
+}
+
+impl BackendKind {
+    /// The name used in configuration strings.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Cuda => "cuda",
+            BackendKind::Mock => "mock",
+        }
+    }
+}
+
+/// How much misuse (bad frees, out of memory) is reported on standard error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogMode {
+    /// Nothing; the message is still kept for `devpool_last_error`.
+    Off,
+    /// The first message of each kind, then silence.
+    Once,
+    /// Every message.
+    All,
+}
+
+impl LogMode {
+    fn name(self) -> &'static str {
+        match self {
+            LogMode::Off => "off",
+            LogMode::Once => "once",
+            LogMode::All => "all",
+        }
+    }
+}
+
+/// The settings every device's allocator is built from.
+///
+/// ```
+/// use devpool_ffi::{BackendKind, Config};
+/// let mut cfg = Config::default();
+/// cfg.apply("strategy=slab; backend=mock").unwrap();
+/// assert_eq!((cfg.strategy.as_str(), cfg.backend), ("slab", BackendKind::Mock));
+/// assert!(cfg.apply("strategy=nonsense").is_err());
+/// assert_eq!(cfg.strategy, "slab"); // a rejected string changes nothing
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The strategy's name, one of [`devpool::STRATEGIES`].
+    pub strategy: String,
+    /// Where the memory comes from.
+    pub backend: BackendKind,
+    /// Hybrid strategies: the largest request sent to the slab.
+    pub small_max: Option<usize>,
+    /// Hybrid strategies: the smallest request given its own region (`usize::MAX`:
+    /// never).
+    pub huge_min: Option<usize>,
+    /// Mock backend: bytes of memory per device.
+    pub mock_capacity: u64,
+    /// How much misuse is reported on standard error.
+    pub log: LogMode,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            strategy: "hybrid".to_string(),
+            backend: BackendKind::Cuda,
+            small_max: None,
+            huge_min: None,
+            mock_capacity: 141 * devpool_core::GIB,
+            log: LogMode::Once,
+        }
+    }
+}
+
+/// The hybrid strategies, whose thresholds `small_max` and `huge_min` set.
+pub(crate) const HYBRIDS: &[&str] = &["hybrid", "hybrid-inference", "hybrid-buddy"];
+
+impl Config {
+    /// Apply a configuration string over these settings: keys it names change, the
+    /// others keep their value. On error nothing changes and the message says which
+    /// pair is wrong.
+    pub fn apply(&mut self, text: &str) -> Result<(), String> {
+        let mut next = self.clone();
+        for item in text.split(';') {
+            let item = item.trim();
+            if item.is_empty() {
+                continue;
+            }
+            let (key, value) = item
+                .split_once('=')
+                .ok_or_else(|| format!("`{item}` is not a key=value pair"))?;
+            next.set(key.trim(), value.trim())?;
+        }
+        next.validate()?;
+        *self = next;
+        Ok(())
+    }
+
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "strategy" => {
+                if !devpool::STRATEGIES.iter().any(|s| s.name == value) {
+                    let names: Vec<&str> = devpool::STRATEGIES.iter().map(|s| s.name).collect();
+                    return Err(format!(
+                        "unknown strategy `{value}` (known: {})",
+                        names.join(", ")
+                    ));
+                }
+                self.strategy = value.to_string();
+            }
+            "backend" => {
+                self.backend = match value {
+                    "cuda" => BackendKind::Cuda,
+                    "mock" => BackendKind::Mock,
+                    _ => return Err(format!("unknown backend `{value}` (cuda or mock)")),
+                }
+            }
+            "small_max" => self.small_max = Some(parse_size(key, value)?),
+            "huge_min" => {
+                self.huge_min = Some(if value.eq_ignore_ascii_case("off") {
+                    usize::MAX
+                } else {
+                    parse_size(key, value)?
+                })
+            }
+            "mock_capacity" => self.mock_capacity = parse_size(key, value)? as u64,
+            "log" => {
+                self.log = match value {
+                    "off" => LogMode::Off,
+                    "once" => LogMode::Once,
+                    "all" => LogMode::All,
+                    _ => return Err(format!("unknown log mode `{value}` (off, once, all)")),
+                }
+            }
+            _ => {
+                return Err(format!(
+                "unknown key `{key}` (strategy, backend, small_max, huge_min, mock_capacity, log)"
+            ))
+            }
+        }
+        Ok(())
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let hybrid = HYBRIDS.contains(&self.strategy.as_str());
+        if !hybrid && (self.small_max.is_some() || self.huge_min.is_some()) {
+            return Err(format!(
+                "small_max and huge_min apply to the hybrid strategies ({}), not `{}`",
+                HYBRIDS.join(", "),
+                self.strategy
+            ));
+        }
+        if let Some(s) = self.small_max {
+            if !(256..=1 << 32).contains(&s) {
+                return Err(format!("small_max {s} must lie in 256 B ..= 4 GiB"));
+            }
+            if let Some(h) = self.huge_min {
+                if h <= s {
+                    return Err(format!("huge_min {h} must be above small_max {s}"));
+                }
+            }
+        }
+        if self.mock_capacity == 0 {
+            return Err("mock_capacity must be above zero".to_string());
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Config {
+    /// The settings as a configuration string that [`Config::apply`] reads back.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "strategy={};backend={}",
+            self.strategy,
+            self.backend.name()
+        )?;
+        if let Some(s) = self.small_max {
+            write!(f, ";small_max={s}")?;
+        }
+        match self.huge_min {
+            Some(usize::MAX) => write!(f, ";huge_min=off")?,
+            Some(h) => write!(f, ";huge_min={h}")?,
+            None => {}
+        }
+        if self.backend == BackendKind::Mock {
+            write!(f, ";mock_capacity={}", self.mock_capacity)?;
+        }
+        write!(f, ";log={}", self.log.name())
+    }
+}
+
+/// Parse a byte count: digits and an optional binary suffix.
+fn parse_size(key: &str, value: &str) -> Result<usize, String> {
+    let lower = value.to_ascii_lowercase();
+    let body = lower
+        .strip_suffix("ib")
+        .or_else(|| lower.strip_suffix('b'))
+        .unwrap_or(&lower);
+    let (digits, shift) = match body.chars().last() {
+        Some('k') => (&body[..body.len() - 1], 10),
+        Some('m') => (&body[..body.len() - 1], 20),
+        Some('g') => (&body[..body.len() - 1], 30),
+        Some('t') => (&body[..body.len() - 1], 40),
+        _ => (body, 0),
+    };
+    let bad = || format!("{key}: `{value}` is not a byte count (e.g. 1048576, 512K, 1M, 2GiB)");
+    let n: usize = digits.trim().parse().map_err(|_| bad())?;
+    n.checked_mul(1usize << shift).ok_or_else(bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_binary_suffixes() {
+        assert_eq!(parse_size("k", "4096"), Ok(4096));
+        assert_eq!(parse_size("k", "512K"), Ok(512 << 10));
+        assert_eq!(parse_size("k", "1m"), Ok(1 << 20));
+        assert_eq!(parse_size("k", "2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("k", "3MB"), Ok(3 << 20));
+        assert_eq!(parse_size("k", "1T"), Ok(1 << 40));
+        for bad in [
+            "",
+            "M",
+            "x",
+            "-1",
+            "1.5M",
+            "99999999999999999999",
+            "16777216T",
+        ] {
+            assert!(parse_size("k", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn apply_sets_named_keys_and_keeps_the_rest() {
+        let mut c = Config::default();
+        c.apply(" backend = mock ;; log=off ").unwrap();
+        assert_eq!(c.backend, BackendKind::Mock);
+        assert_eq!(c.log, LogMode::Off);
+        assert_eq!(c.strategy, "hybrid");
+        c.apply("small_max=256K;huge_min=off").unwrap();
+        assert_eq!(
+            (c.small_max, c.huge_min),
+            (Some(256 << 10), Some(usize::MAX))
+        );
+        c.apply("").unwrap();
+        assert_eq!(c.small_max, Some(256 << 10));
+    }
+
+    #[test]
+    fn rejected_strings_change_nothing() {
+        let mut c = Config::default();
+        let before = c.clone();
+        for bad in [
+            "strategy",
+            "strategy=best",
+            "backend=opencl",
+            "colour=blue",
+            "log=loud",
+            "strategy=slab;small_max=1M",
+            "small_max=1",
+            "small_max=8G",
+            "small_max=1M;huge_min=512K",
+            "mock_capacity=0",
+            "backend=mock;strategy=nope",
+        ] {
+            assert!(c.apply(bad).is_err(), "{bad}");
+            assert_eq!(c, before, "{bad}");
+        }
+    }
+
+    #[test]
+    fn display_reads_back() {
+        for text in [
+            "",
+            "backend=mock;mock_capacity=1G",
+            "strategy=hybrid-inference;small_max=64K;huge_min=256M;log=all",
+            "strategy=hybrid;huge_min=off",
+            "strategy=tlsf-virtual;backend=mock",
+        ] {
+            let mut c = Config::default();
+            c.apply(text).unwrap();
+            let mut d = Config::default();
+            d.apply(&c.to_string()).unwrap();
+            assert_eq!(c, d, "{text}");
+        }
+    }
+
+    #[test]
+    fn every_strategy_is_accepted() {
+        for s in devpool::STRATEGIES {
+            let mut c = Config::default();
+            c.apply(&format!("strategy={}", s.name)).unwrap();
+            assert_eq!(c.strategy, s.name);
+        }
+    }
+}

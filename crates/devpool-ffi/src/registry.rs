@@ -1,0 +1,213 @@
+//! The process-wide state: the settings, and one allocator per device made on first
+//! use.
+//!
+//! Devices live in a fixed array of [`OnceLock`]s indexed by ordinal, so the hot
+//! path finds its device with one atomic load. Devices are made under the settings
+//! lock, which also freezes the settings: once a device exists, `devpool_configure`
+//! answers [`DEVPOOL_ERR_TOO_LATE`](crate::DEVPOOL_ERR_TOO_LATE).
+
+use crate::config::{BackendKind, Config, HYBRIDS};
+use crate::report::{fail, set_log_mode, Kind};
+use crate::table::PtrTable;
+use devpool::hybrid::{HybridConfig, HybridPool};
+use devpool_core::{Allocator, Backend, MockBackend, MockConfig, StreamOrdered};
+use parking_lot::Mutex;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, OnceLock};
+
+/// Devices served, ordinals `0..MAX_DEVICES`.
+pub const MAX_DEVICES: usize = 64;
+
+/// Mock devices served: the mock gives each ordinal its own window of addresses,
+/// and has room for this many.
+pub(crate) const MAX_MOCK_DEVICES: usize = 8;
+
+/// The environment variable read once, on first use, for the initial settings.
+pub const CONFIG_ENV: &str = "DEVPOOL_CONFIG";
+
+struct Settings {
+    cfg: Config,
+    frozen: bool,
+}
+
+static SETTINGS: OnceLock<Mutex<Settings>> = OnceLock::new();
+static DEVICES: [OnceLock<Device>; MAX_DEVICES] = [const { OnceLock::new() }; MAX_DEVICES];
+
+fn settings() -> &'static Mutex<Settings> {
+    SETTINGS.get_or_init(|| {
+        let mut cfg = Config::default();
+        if let Ok(text) = std::env::var(CONFIG_ENV) {
+            if let Err(e) = cfg.apply(&text) {
+                fail(
+                    Kind::Config,
+                    &format!("{CONFIG_ENV}: {e}; the default settings stay"),
+                );
+            }
+        }
+        set_log_mode(cfg.log);
+        Mutex::new(Settings { cfg, frozen: false })
+    })
+}
+
+/// Why `devpool_configure` refused a string.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ConfigureError {
+    /// It does not parse, or names values that do not fit together.
+    Invalid(String),
+    /// A device's allocator exists already.
+    TooLate,
+}
+
+/// Apply a configuration string over the current settings.
+pub(crate) fn configure(text: &str) -> Result<(), ConfigureError> {
+    let mut s = settings().lock();
+    if s.frozen {
+        return Err(ConfigureError::TooLate);
+    }
+    s.cfg.apply(text).map_err(ConfigureError::Invalid)?;
+    set_log_mode(s.cfg.log);
+    Ok(())
+}
+
+/// The settings now.
+pub(crate) fn current_config() -> Config {
+    settings().lock().cfg.clone()
+}
+
+/// The allocator behind a device: the hybrid router is kept as itself so that its
+/// per-route statistics can be read.
+pub(crate) enum Engine {
+    Hybrid(Box<StreamOrdered<HybridPool>>),
+    Other(Box<dyn Allocator>),
+}
+
+/// Counts of calls refused or questioned, per device.
+#[derive(Default)]
+pub(crate) struct Misuse {
+    /// Frees and `record_stream`s of pointers that are not live on any device
+    /// (double frees and foreign pointers).
+    pub(crate) unknown_pointer: AtomicU64,
+    /// Frees naming this device for a block of another.
+    pub(crate) wrong_device: AtomicU64,
+    /// Frees whose size differs from the size allocated (the block is freed).
+    pub(crate) size_mismatch: AtomicU64,
+}
+
+/// One device's allocator and its table of live blocks.
+pub(crate) struct Device {
+    pub(crate) ordinal: u32,
+    pub(crate) engine: Engine,
+    pub(crate) table: PtrTable,
+    pub(crate) misuse: Misuse,
+    pub(crate) config: Config,
+}
+
+impl Device {
+    /// The allocator.
+    #[inline]
+    pub(crate) fn alloc(&self) -> &dyn Allocator {
+        match &self.engine {
+            Engine::Hybrid(a) => a.as_ref(),
+            Engine::Other(a) => a.as_ref(),
+        }
+    }
+}
+
+/// A device ordinal from C, checked.
+pub(crate) fn ordinal(device: i32) -> Result<usize, String> {
+    usize::try_from(device)
+        .ok()
+        .filter(|&d| d < MAX_DEVICES)
+        .ok_or_else(|| format!("device {device} is out of range (0..{MAX_DEVICES})"))
+}
+
+/// The device if its allocator exists already.
+#[inline]
+pub(crate) fn existing(ordinal: usize) -> Option<&'static Device> {
+    DEVICES.get(ordinal)?.get()
+}
+
+/// Every device whose allocator exists.
+pub(crate) fn all_existing() -> impl Iterator<Item = &'static Device> {
+    DEVICES.iter().filter_map(OnceLock::get)
+}
+
+/// The device, made now if it is the first use. A device that cannot be made (no
+/// CUDA device with that ordinal, say) is not remembered: the next call tries again.
+#[inline]
+pub(crate) fn device(ordinal: usize) -> Result<&'static Device, String> {
+    if let Some(d) = existing(ordinal) {
+        return Ok(d);
+    }
+    make(ordinal)
+}
+
+#[cold]
+fn make(ordinal: usize) -> Result<&'static Device, String> {
+    let slot = DEVICES
+        .get(ordinal)
+        .ok_or_else(|| format!("device {ordinal} is out of range (0..{MAX_DEVICES})"))?;
+    let mut s = settings().lock();
+    if let Some(d) = slot.get() {
+        return Ok(d);
+    }
+    let cfg = s.cfg.clone();
+    let backend = make_backend(&cfg, ordinal)?;
+    let engine = make_engine(&cfg, backend).map_err(|e| format!("device {ordinal}: {e}"))?;
+    let dev = Device {
+        ordinal: ordinal as u32,
+        engine,
+        table: PtrTable::new(),
+        misuse: Misuse::default(),
+        config: cfg,
+    };
+    s.frozen = true;
+    // Only this thread sets slots, under the settings lock, and the slot was empty.
+    let _ = slot.set(dev);
+    slot.get()
+        .ok_or_else(|| format!("device {ordinal}: the allocator could not be kept"))
+}
+
+fn make_backend(cfg: &Config, ordinal: usize) -> Result<Arc<dyn Backend>, String> {
+    match cfg.backend {
+        BackendKind::Cuda => match devpool_cuda::CudaBackend::get(ordinal as u32) {
+            Ok(b) => Ok(b),
+            Err(e) => Err(format!("device {ordinal}: CUDA backend: {e}")),
+        },
+        BackendKind::Mock => {
+            if ordinal >= MAX_MOCK_DEVICES {
+                return Err(format!(
+                    "device {ordinal}: the mock backend serves devices 0..{MAX_MOCK_DEVICES}"
+                ));
+            }
+            let mock = MockConfig::default()
+                .device(ordinal as u32)
+                .capacity(cfg.mock_capacity);
+            Ok(MockBackend::shared_with(mock))
+        }
+    }
+}
+
+fn make_engine(cfg: &Config, backend: Arc<dyn Backend>) -> Result<Engine, String> {
+    let name = cfg.strategy.as_str();
+    if !HYBRIDS.contains(&name) {
+        return devpool::build(name, backend)
+            .map(Engine::Other)
+            .map_err(|e| format!("strategy `{name}`: {e}"));
+    }
+    let mut h = match name {
+        "hybrid-inference" => HybridConfig::inference(),
+        "hybrid-buddy" => HybridConfig::with_buddy(),
+        _ => HybridConfig::training(),
+    };
+    if let Some(s) = cfg.small_max {
+        h.small_max = s;
+        h.slab = devpool::slab::SlabConfig::geometric(4, s);
+    }
+    if let Some(m) = cfg.huge_min {
+        h.huge_min = m;
+    }
+    Ok(Engine::Hybrid(Box::new(devpool::hybrid::hybrid(
+        backend, h,
+    ))))
+}

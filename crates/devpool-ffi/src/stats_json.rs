@@ -1,0 +1,67 @@
+//! The statistics of one device as a JSON object, for `devpool_stats_json`.
+
+use crate::registry::{self, Device, Engine};
+use serde_json::{json, Value};
+use std::sync::atomic::Ordering::Relaxed;
+
+/// The JSON text for `device`, or an error message for an ordinal out of range.
+///
+/// A device whose allocator exists gives:
+///
+/// - `device`, `initialized: true`, `strategy`, `backend`, `config` (the settings it
+///   was made with, as a configuration string);
+/// - `stats`: the allocator's [`devpool_core::Stats`] (`live_bytes`,
+///   `allocated_bytes`, `reserved_bytes`, `live_blocks` as `{current, peak}`;
+///   `allocations`, `frees`, `backend_calls`, `failures`);
+/// - `backend_counters`: the backend's [`devpool_core::BackendCounters`], whose
+///   `bytes_in_use` is the device memory held, counted by the backend itself;
+/// - `reserved_bytes` and `peak_reserved_bytes`: `backend_counters.bytes_in_use`
+///   current and peak, the figures to compare with PyTorch's `reserved_bytes`;
+/// - `live_pointers`: blocks handed out through the C ABI and not yet freed;
+/// - `bad_calls`: `unknown_pointer`, `wrong_device`, `size_mismatch` counts;
+/// - `panics`: panics caught in the library since it was loaded (all devices);
+/// - `routes`: for the hybrid strategies, `small`, `large`, `huge` statistics;
+///   otherwise `null`.
+///
+/// A device without an allocator yet gives `device`, `initialized: false` and the
+/// `config` a first allocation would use.
+pub(crate) fn stats_json(device: i32) -> Result<String, String> {
+    let ordinal = registry::ordinal(device)?;
+    let value = match registry::existing(ordinal) {
+        Some(dev) => of_device(dev),
+        None => json!({
+            "device": ordinal,
+            "initialized": false,
+            "config": registry::current_config().to_string(),
+        }),
+    };
+    serde_json::to_string(&value).map_err(|e| format!("devpool_stats_json: {e}"))
+}
+
+fn of_device(dev: &Device) -> Value {
+    let alloc = dev.alloc();
+    let counters = alloc.backend().counters();
+    let routes = match &dev.engine {
+        Engine::Hybrid(h) => json!(devpool::hybrid::route_stats(h)),
+        Engine::Other(_) => Value::Null,
+    };
+    json!({
+        "device": dev.ordinal,
+        "initialized": true,
+        "strategy": dev.config.strategy,
+        "backend": alloc.backend().name(),
+        "config": dev.config.to_string(),
+        "stats": alloc.stats(),
+        "backend_counters": counters,
+        "reserved_bytes": counters.bytes_in_use.current,
+        "peak_reserved_bytes": counters.bytes_in_use.peak,
+        "live_pointers": dev.table.len(),
+        "bad_calls": {
+            "unknown_pointer": dev.misuse.unknown_pointer.load(Relaxed),
+            "wrong_device": dev.misuse.wrong_device.load(Relaxed),
+            "size_mismatch": dev.misuse.size_mismatch.load(Relaxed),
+        },
+        "panics": crate::guard::panics(),
+        "routes": routes,
+    })
+}

@@ -1,0 +1,148 @@
+//! The C example builds with a C compiler against `devpool.h` and the shared
+//! library, and passes its own checks on the mock backend with every strategy. The
+//! header also compiles as C99 with `-pedantic` and as C++. Skipped, with a
+//! message, where there is no compiler.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn include_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("include")
+}
+
+/// The shared library that `cargo test` built beside this test binary.
+fn shared_library() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let deps = exe.parent()?;
+    [deps.to_path_buf(), deps.parent()?.to_path_buf()]
+        .into_iter()
+        .map(|d| d.join("libdevpool_ffi.so"))
+        .find(|p| p.exists())
+}
+
+fn works(cmd: &str) -> bool {
+    Command::new(cmd)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn c_compiler() -> Option<String> {
+    std::env::var("CC")
+        .ok()
+        .into_iter()
+        .chain(["cc".to_string()])
+        .find(|c| works(c))
+}
+
+/// A scratch directory of this test run, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Self {
+        let d = std::env::temp_dir().join(format!("devpool-ffi-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        Scratch(d)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn the_c_example_builds_and_passes_with_every_strategy() {
+    let Some(cc) = c_compiler() else {
+        eprintln!("skipped: no C compiler (set CC, or install cc)");
+        return;
+    };
+    let Some(lib) = shared_library() else {
+        eprintln!("skipped: no libdevpool_ffi.so beside the test binary");
+        return;
+    };
+    let lib_dir = lib.parent().unwrap();
+    let scratch = Scratch::new("c-example");
+    let exe = scratch.0.join("devpool_example");
+    let out = Command::new(&cc)
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1"])
+        .arg("-I")
+        .arg(include_dir())
+        .arg(root().join("examples/c/devpool_example.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-L")
+        .arg(lib_dir)
+        .arg("-ldevpool_ffi")
+        .arg(format!("-Wl,-rpath,{}", lib_dir.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{cc} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for s in devpool::STRATEGIES {
+        let run = Command::new(&exe)
+            .args(["mock", s.name])
+            .env_remove("DEVPOOL_CONFIG")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&run.stdout);
+        assert!(
+            run.status.success() && stdout.contains("ok: every check passed"),
+            "{}: {}\nstdout:\n{stdout}\nstderr:\n{}",
+            s.name,
+            run.status,
+            String::from_utf8_lossy(&run.stderr)
+        );
+        assert!(stdout.contains(&format!("strategy={}", s.name)), "{stdout}");
+    }
+}
+
+#[test]
+fn the_header_compiles_as_strict_c_and_as_cpp() {
+    let src = "#include \"devpool.h\"\nint main(void) {\n  void *p = devpool_malloc(1, 0, NULL);\n  devpool_free(p, 1, 0, NULL);\n  return 0;\n}\n";
+    for (compiler, args) in [
+        (
+            "cc",
+            &["-std=c99", "-pedantic", "-Wall", "-Werror", "-x", "c"][..],
+        ),
+        ("c++", &["-std=c++11", "-Wall", "-Werror", "-x", "c++"][..]),
+    ] {
+        if !works(compiler) {
+            eprintln!("skipped: no `{compiler}`");
+            continue;
+        }
+        let mut child = Command::new(compiler)
+            .args(args)
+            .arg("-fsyntax-only")
+            .arg("-I")
+            .arg(include_dir())
+            .arg("-")
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(src.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{compiler}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
