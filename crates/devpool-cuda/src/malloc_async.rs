@@ -100,6 +100,17 @@ impl CudaMallocAsync {
                 (&mut threshold as *mut u64).cast::<c_void>(),
             )
         })?;
+        // Measure from here: the high-water mark of the pool's memory starts again at
+        // what it holds now (the driver only accepts zero, meaning "reset").
+        let mut zero: u64 = 0;
+        // SAFETY: the high-water attribute takes a pointer to one cuuint64_t.
+        check("cuMemPoolSetAttribute", unsafe {
+            sys::cuMemPoolSetAttribute(
+                pool,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
+                (&mut zero as *mut u64).cast::<c_void>(),
+            )
+        })?;
         drop(_cx);
         let dyn_backend: Arc<dyn Backend> = backend.clone();
         Ok(CudaMallocAsync {
