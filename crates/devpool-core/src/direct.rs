@@ -19,8 +19,8 @@ use std::sync::Arc;
 /// and handing out the aligned address inside.
 pub struct DirectPool {
     backend: Arc<dyn Backend>,
-    /// Handed-out pointer -> (region base, region size, granted size).
-    live: Mutex<HashMap<u64, (u64, usize, usize)>>,
+    /// Handed-out pointer -> (region base, region size, granted size, requested size).
+    live: Mutex<HashMap<u64, (u64, usize, usize, usize)>>,
     counters: Counters,
 }
 
@@ -69,7 +69,9 @@ impl Pool for DirectPool {
         );
         self.counters.on_reserve(region);
         self.counters.on_alloc(req.size, size);
-        self.live.lock().insert(ptr.0, (base.0, region, size));
+        self.live
+            .lock()
+            .insert(ptr.0, (base.0, region, size, req.size));
         Ok(Block {
             ptr,
             size,
@@ -83,11 +85,12 @@ impl Pool for DirectPool {
     fn deallocate(&self, block: &Block) -> Result<()> {
         let mut live = self.live.lock();
         match live.get(&block.ptr.0) {
-            Some(&(base, region, size)) if size == block.size => {
+            Some(&(base, region, size, requested)) if size == block.size => {
                 self.backend.free_region(DevicePtr(base), region)?;
                 live.remove(&block.ptr.0);
                 self.counters.on_release(region);
-                self.counters.on_free(block.requested, size);
+                // The recorded size, not the caller's copy: a forged block cannot skew stats.
+                self.counters.on_free(requested, size);
                 Ok(())
             }
             _ => Err(Error::NotOwned { ptr: block.ptr }),
@@ -96,7 +99,7 @@ impl Pool for DirectPool {
 
     fn check(&self, block: &Block) -> Result<()> {
         match self.live.lock().get(&block.ptr.0) {
-            Some(&(_, _, size)) if size == block.size => Ok(()),
+            Some(&(_, _, size, _)) if size == block.size => Ok(()),
             _ => Err(Error::NotOwned { ptr: block.ptr }),
         }
     }
@@ -112,7 +115,7 @@ impl Pool for DirectPool {
 
 impl Drop for DirectPool {
     fn drop(&mut self) {
-        for (_, (base, region, _)) in self.live.get_mut().drain() {
+        for (_, (base, region, _, _)) in self.live.get_mut().drain() {
             let _ = self.backend.free_region(DevicePtr(base), region);
         }
     }

@@ -19,6 +19,10 @@ use std::sync::Arc;
 /// 1 GiB.
 pub const GIB: u64 = 1 << 30;
 
+/// Address space of each mock device (1 PiB): room for hundreds of per-stream pools
+/// that each reserve a range as large as the device.
+const VA_WINDOW: u64 = 1 << 50;
+
 /// When recorded events complete.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventPolicy {
@@ -51,7 +55,8 @@ pub struct MockConfig {
     pub capacity: u64,
     /// Page size of virtual mappings and alignment of regions (default 2 MiB).
     pub granularity: usize,
-    /// Regions are counted rounded up to this many bytes (default 512).
+    /// Regions are counted rounded up to this many bytes (default 256, the alignment
+    /// `cudaMalloc` promises).
     pub region_rounding: usize,
     /// Whether virtual ranges and mapping are offered (default true).
     pub virtual_memory: bool,
@@ -67,7 +72,7 @@ impl Default for MockConfig {
             device: DeviceId(0),
             capacity: 141 * GIB,
             granularity: 2 << 20,
-            region_rounding: 512,
+            region_rounding: 256,
             virtual_memory: true,
             events: EventPolicy::Immediate,
             host_backed: false,
@@ -134,6 +139,8 @@ struct State {
     used: u64,
     next_va: u64,
     limit_va: u64,
+    /// Address ranges given back and free for reuse: start -> end.
+    holes: BTreeMap<u64, u64>,
     regions: BTreeMap<u64, Region>,
     /// Reserved ranges: start -> size.
     ranges: BTreeMap<u64, usize>,
@@ -177,14 +184,14 @@ impl MockBackend {
     pub fn new(cfg: MockConfig) -> Self {
         assert!(cfg.granularity.is_power_of_two() && cfg.granularity >= 4096);
         assert!(cfg.region_rounding.is_power_of_two());
-        // Each device gets its own 16 TiB window of addresses, in the user half like
-        // the driver's.
-        let base = 0x7f00_0000_0000u64 - (cfg.device.0 as u64) * 0x1000_0000_0000;
+        // Each device gets its own window of addresses.
+        let base = 0x7f00_0000_0000u64 + (cfg.device.0 as u64) * VA_WINDOW;
         let state = State {
             capacity: cfg.capacity,
             used: 0,
             next_va: base,
-            limit_va: base + 0x1000_0000_0000,
+            limit_va: base + VA_WINDOW,
+            holes: BTreeMap::new(),
             regions: BTreeMap::new(),
             ranges: BTreeMap::new(),
             pages: HashMap::new(),
@@ -303,17 +310,58 @@ impl MockBackend {
     }
 
     fn take_va(&self, s: &mut State, size: usize, align: usize) -> BackendResult<u64> {
-        let start = crate::align_up(s.next_va as usize, align)
-            .ok_or_else(|| self.va_exhausted(size))? as u64;
+        // A guard gap after each allocation so that neighbours never touch.
+        let need = (size as u64)
+            .checked_add(self.cfg.granularity as u64)
+            .ok_or_else(|| self.va_exhausted(size))?;
+        let align = align as u64;
+        // Reuse freed addresses first (lowest that fits), as the driver does.
+        let fit = s.holes.iter().find_map(|(&start, &end)| {
+            let at = start.checked_add(align - 1)? & !(align - 1);
+            (at.checked_add(need)? <= end).then_some((start, end, at))
+        });
+        if let Some((start, end, at)) = fit {
+            s.holes.remove(&start);
+            if at > start {
+                s.holes.insert(start, at);
+            }
+            if at + need < end {
+                s.holes.insert(at + need, end);
+            }
+            return Ok(at);
+        }
+        let start = s
+            .next_va
+            .checked_add(align - 1)
+            .map(|v| v & !(align - 1))
+            .ok_or_else(|| self.va_exhausted(size))?;
         let end = start
-            .checked_add(size as u64)
+            .checked_add(need)
             .ok_or_else(|| self.va_exhausted(size))?;
         if end > s.limit_va {
             return Err(self.va_exhausted(size));
         }
-        // Leave a guard gap so that neighbouring allocations never touch.
-        s.next_va = end + self.cfg.granularity as u64;
+        s.next_va = end;
         Ok(start)
+    }
+
+    fn give_va(&self, s: &mut State, start: u64, size: usize) {
+        let mut start = start;
+        let mut end = start + size as u64 + self.cfg.granularity as u64;
+        if let Some((&ps, &pe)) = s.holes.range(..start).next_back() {
+            if pe == start {
+                s.holes.remove(&ps);
+                start = ps;
+            }
+        }
+        if let Some(ne) = s.holes.remove(&end) {
+            end = ne;
+        }
+        if end == s.next_va {
+            s.next_va = start;
+        } else {
+            s.holes.insert(start, end);
+        }
     }
 
     fn va_exhausted(&self, size: usize) -> BackendError {
@@ -448,6 +496,7 @@ impl Backend for MockBackend {
             Some(r) if r.size == size => {
                 let counted = r.counted;
                 s.regions.remove(&ptr.0);
+                self.give_va(&mut s, ptr.0, size);
                 self.give_bytes(&mut s, counted);
                 Ok(())
             }
@@ -496,6 +545,7 @@ impl Backend for MockBackend {
             return Err(self.invalid("unreserve", format!("{ptr}+{size} still has mapped pages")));
         }
         s.ranges.remove(&ptr.0);
+        self.give_va(&mut s, ptr.0, size);
         Ok(())
     }
 
@@ -795,5 +845,41 @@ mod tests {
         assert!(m.free_region(b, 1 << 20).is_err());
         assert_eq!(m.counters().bytes_in_use.current, 0);
         assert_eq!(m.counters().failures, 3);
+    }
+}
+
+#[cfg(test)]
+mod va_tests {
+    use super::*;
+
+    #[test]
+    fn freed_addresses_are_reused_and_never_overlap_live_ones() {
+        let m = MockBackend::default();
+        let g = m.granularity();
+        let a = m.alloc_region(3 * g).unwrap();
+        let b = m.alloc_region(g).unwrap();
+        m.free_region(a, 3 * g).unwrap();
+        let c = m.alloc_region(g).unwrap();
+        assert_eq!(c, a, "the lowest freed hole is reused");
+        let d = m.reserve(8 * g, 8 * g).unwrap();
+        assert!(d.0 >= b.0 + g as u64 || d.0 + 8 * g as u64 <= c.0);
+        m.unreserve(d, 8 * g).unwrap();
+        m.free_region(b, g).unwrap();
+        m.free_region(c, g).unwrap();
+        // Everything given back: the next allocation starts at the bottom again.
+        assert_eq!(m.alloc_region(g).unwrap(), a);
+    }
+
+    #[test]
+    fn long_runs_do_not_exhaust_the_address_space() {
+        let m = MockBackend::default();
+        for _ in 0..100_000 {
+            let p = m.alloc_region(64 << 20).unwrap();
+            m.free_region(p, 64 << 20).unwrap();
+        }
+        for _ in 0..2000 {
+            let r = m.reserve(141 << 30, 2 << 20).unwrap();
+            m.unreserve(r, 141 << 30).unwrap();
+        }
     }
 }
