@@ -7,6 +7,7 @@
 //! the class index of `u` is `((e - s) << s) + ((u - 1) >> (e - s))`, as in TLSF.
 
 use crate::config::{ClassSpec, SlabConfig, MAX_CLASS_BYTES, MAX_SLAB_BYTES};
+use crate::isolated::Isolated;
 use crate::MIN_SLOT;
 use devpool_core::{Error, Request, Result};
 
@@ -63,11 +64,11 @@ enum Lookup {
     Geometric { sub: u32 },
     /// A custom list: the first class at or above each geometric bucket's smallest
     /// size, then a forward step while the class is too small.
-    Table { table: Box<[u32]> },
+    Table { table: Isolated<u32> },
 }
 
 /// One class: its slot size and slab layout.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ClassInfo {
     /// Bytes per slot.
     pub size: usize,
@@ -84,7 +85,7 @@ pub(crate) struct ClassInfo {
 pub(crate) struct Classes {
     lookup: Lookup,
     /// The classes, smallest first.
-    pub info: Box<[ClassInfo]>,
+    pub info: Isolated<ClassInfo>,
     /// The largest request served.
     pub max_size: usize,
     /// Empty slabs per class kept by the depot.
@@ -107,7 +108,7 @@ impl Classes {
         } else {
             MIN_SLOT
         };
-        let info: Box<[ClassInfo]> = sizes
+        let info: Vec<ClassInfo> = sizes
             .iter()
             .map(|&size| {
                 let mut want = unit.max(size.saturating_mul(min_slots));
@@ -142,12 +143,14 @@ impl Classes {
                         c as u32
                     })
                     .collect();
-                Lookup::Table { table }
+                Lookup::Table {
+                    table: Isolated::new(table),
+                }
             }
         };
         Classes {
             lookup,
-            info,
+            info: Isolated::new(info),
             max_size,
             keep_empty: cfg.keep_empty,
         }

@@ -4,18 +4,23 @@
 use crate::classes::Classes;
 use crate::slab::Slab;
 use crate::table::{Entry, SlabTable, DEPOT, MAX_SLABS};
+use crossbeam_utils::CachePadded;
 use devpool_core::{Backend, BackendError, Block, Counters, Error, Result};
 use parking_lot::Mutex;
 use std::sync::Arc;
 
-/// What a pool's thread caches share: the backend, the classes, the slab table,
-/// the counters of backend memory, and the depot.
+/// The classes, shared by every pool of an allocator, alone in their cache lines.
+pub(crate) type SharedClasses = Arc<CachePadded<Classes>>;
+
+/// What a pool's thread caches share: the backend, the classes and the slab table,
+/// read on every operation, then the counters of backend memory and the depot,
+/// written when slabs come and go, padded apart from the rest.
 pub(crate) struct Shared {
     pub backend: Arc<dyn Backend>,
-    pub classes: Arc<Classes>,
+    pub classes: SharedClasses,
     pub table: SlabTable,
-    pub counters: Counters,
-    pub depot: Mutex<Depot>,
+    pub counters: CachePadded<Counters>,
+    pub depot: CachePadded<Mutex<Depot>>,
 }
 
 /// Empty slabs per class, and the slab numbers free for reuse.

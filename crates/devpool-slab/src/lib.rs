@@ -61,6 +61,7 @@ mod classes;
 mod config;
 mod depot;
 mod heap;
+mod isolated;
 mod lock;
 mod pool;
 mod slab;
@@ -79,7 +80,10 @@ use std::sync::Arc;
 pub const MIN_SLOT: usize = devpool_core::MIN_ALIGN;
 
 fn build(name: &str, backend: Arc<dyn Backend>, cfg: SlabConfig) -> StreamOrdered<SlabPool> {
-    let classes = Arc::new(classes::Classes::new(&cfg, backend.granularity()));
+    let classes = Arc::new(crossbeam_utils::CachePadded::new(classes::Classes::new(
+        &cfg,
+        backend.granularity(),
+    )));
     let b = backend.clone();
     StreamOrdered::new(name, backend, move |_| {
         SlabPool::with_classes(b.clone(), classes.clone())

@@ -1,7 +1,7 @@
 //! [`SlabPool`]: the single-stream slab pool.
 
 use crate::classes::Classes;
-use crate::depot::{Depot, Shared};
+use crate::depot::{Depot, Shared, SharedClasses};
 use crate::heap::Heap;
 use crate::lock::{SpinGuard, SpinLock};
 use crate::stats::ClassStats;
@@ -9,8 +9,8 @@ use crate::table::{decode_handle, Entry, SlabTable, DEPOT};
 use crate::SlabConfig;
 use crossbeam_utils::CachePadded;
 use devpool_core::{
-    human_bytes, Backend, Block, Counters, DeviceId, DevicePtr, Error, IntoBackend, Pool, Request,
-    Result, Stats,
+    human_bytes, Backend, Block, DeviceId, DevicePtr, Error, IntoBackend, Pool, Request, Result,
+    Stats,
 };
 use parking_lot::Mutex;
 use std::sync::atomic::Ordering;
@@ -66,18 +66,18 @@ impl SlabPool {
     /// A pool over `backend` (an `Arc` of any backend) with the classes of `cfg`.
     pub fn new(backend: impl IntoBackend, cfg: SlabConfig) -> Self {
         let backend = backend.into_backend();
-        let classes = Arc::new(Classes::new(&cfg, backend.granularity()));
+        let classes = Arc::new(CachePadded::new(Classes::new(&cfg, backend.granularity())));
         Self::with_classes(backend, classes)
     }
 
-    pub(crate) fn with_classes(backend: Arc<dyn Backend>, classes: Arc<Classes>) -> Self {
+    pub(crate) fn with_classes(backend: Arc<dyn Backend>, classes: SharedClasses) -> Self {
         SlabPool {
             caches: (0..THREAD_CACHES).map(|_| Cache::default()).collect(),
             device: backend.device(),
             sh: Shared {
-                depot: Mutex::new(Depot::new(classes.info.len())),
+                depot: CachePadded::new(Mutex::new(Depot::new(classes.info.len()))),
                 table: SlabTable::default(),
-                counters: Counters::default(),
+                counters: CachePadded::default(),
                 backend,
                 classes,
             },

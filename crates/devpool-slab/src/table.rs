@@ -10,6 +10,7 @@
 //! entry:  | present: 1 | 15 unused | owner: 8 | local index: 24 | generation: 16 |
 //! ```
 
+use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
@@ -73,10 +74,18 @@ impl Entry {
     }
 }
 
+/// Cells per chunk: one chunk fills one padded 128-byte line pair.
+const CHUNK: usize = 16;
+
+/// A segment: chunks of cells, each chunk alone in its cache lines. Every thread
+/// reads the table; the padding keeps it from sharing a line with whatever the
+/// thread that made the segment writes next to it.
+type Segment = Box<[CachePadded<[AtomicU64; CHUNK]>]>;
+
 /// Slab number to [`Entry`].
 #[derive(Debug, Default)]
 pub(crate) struct SlabTable {
-    segments: [OnceLock<Box<[AtomicU64]>>; SEGMENTS],
+    segments: [OnceLock<Segment>; SEGMENTS],
 }
 
 #[inline]
@@ -101,7 +110,11 @@ impl SlabTable {
     #[inline]
     pub fn cell(&self, slab: u32) -> Option<&AtomicU64> {
         let (seg, off) = place(slab as usize);
-        self.segments.get(seg)?.get()?.get(off)
+        self.segments
+            .get(seg)?
+            .get()?
+            .get(off / CHUNK)
+            .map(|c| &c[off % CHUNK])
     }
 
     /// The entry of `slab`, if its segment exists.
@@ -115,7 +128,11 @@ impl SlabTable {
     pub fn ensure(&self, slab: u32) {
         let (seg, _) = place(slab as usize);
         if let Some(s) = self.segments.get(seg) {
-            s.get_or_init(|| (0..segment_len(seg)).map(|_| AtomicU64::new(0)).collect());
+            s.get_or_init(|| {
+                (0..segment_len(seg) / CHUNK)
+                    .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
+                    .collect()
+            });
         }
     }
 
@@ -131,7 +148,9 @@ impl SlabTable {
     pub fn heap_bytes(&self) -> usize {
         (0..SEGMENTS)
             .filter(|&s| self.segments[s].get().is_some())
-            .map(|s| segment_len(s) * 8)
+            .map(|s| {
+                segment_len(s) / CHUNK * std::mem::size_of::<CachePadded<[AtomicU64; CHUNK]>>()
+            })
             .sum()
     }
 }
