@@ -267,7 +267,10 @@ impl MockBackend {
 
     /// Complete all work queued so far on every stream.
     pub fn complete_all(&self) {
-        let mut s = self.state.lock();
+        Self::complete_all_locked(&mut self.state.lock());
+    }
+
+    fn complete_all_locked(s: &mut State) {
         for st in s.streams.values_mut() {
             st.completed = st.submitted;
         }
@@ -492,6 +495,8 @@ impl Backend for MockBackend {
     fn free_region(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
         BackendCounterCell::bump(&self.counters.region_frees);
         let mut s = self.state.lock();
+        // Like cuMemFree, the free waits for the device: work queued so far completes.
+        Self::complete_all_locked(&mut s);
         match s.regions.get(&ptr.0) {
             Some(r) if r.size == size => {
                 let counted = r.counted;
@@ -596,6 +601,8 @@ impl Backend for MockBackend {
     fn unmap(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
         BackendCounterCell::bump(&self.counters.unmap_calls);
         let mut s = self.state.lock();
+        // The backend waits for the device before unmapping (see the CUDA backend).
+        Self::complete_all_locked(&mut s);
         let g = self.cfg.granularity as u64;
         if size == 0 || !(size as u64).is_multiple_of(g) || !ptr.0.is_multiple_of(g) {
             return Err(self.invalid("unmap", format!("{ptr}+{size} is not page aligned")));

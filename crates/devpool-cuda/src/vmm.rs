@@ -231,6 +231,14 @@ impl CudaBackend {
         }
         let mut done = 0u64;
         let result = self.enter().and_then(|_cx| {
+            // Unlike cuMemFree, cuMemUnmap does not wait for work still using the pages:
+            // a pool unmaps a page right after a free on a stream whose kernels may still
+            // run. Wait for the device first (unmapping is rare and off the hot path).
+            // SAFETY: the context is current.
+            let r = unsafe { sys::cuCtxSynchronize() };
+            if r != CUresult::CUDA_SUCCESS {
+                return Err(self.driver_fail("cuCtxSynchronize", r, size));
+            }
             for page in (ptr.0..end).step_by(g as usize) {
                 // SAFETY: the page is mapped (it was in the table, now claimed by this
                 // call); one cuMemMap mapped exactly these `g` bytes.

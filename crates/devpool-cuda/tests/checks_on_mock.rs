@@ -220,7 +220,12 @@ fn stream_order_check_passes_on_correct_allocators() {
         // block was still busy when the next one was handed out, and not given.
         assert!(r.freed_on_other_stream.busy_at_alloc, "{r:?}");
         assert!(!r.freed_on_other_stream.aliased, "{r:?}");
-        assert!(!r.freed_on_own_stream.aliased, "{r:?}");
+        // A region freed back to the backend waits for the device (as cuMemFree does), so
+        // the address may come back to another stream, but never while still busy.
+        assert!(
+            !(r.freed_on_own_stream.aliased && r.freed_on_own_stream.busy_at_alloc),
+            "{r:?}"
+        );
         assert_eq!(alloc.stats().live_blocks.current, 0);
     }
 }
