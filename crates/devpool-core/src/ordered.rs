@@ -73,6 +73,7 @@ type Factory<P> = Box<dyn Fn(StreamId) -> P + Send + Sync>;
 pub struct StreamOrdered<P: Pool> {
     name: String,
     backend: Arc<dyn Backend>,
+    device: crate::DeviceId,
     factory: Factory<P>,
     slots: Box<[Slot<P>]>,
     pending: Mutex<PendingQueue>,
@@ -109,6 +110,7 @@ impl<P: Pool> StreamOrdered<P> {
             .collect();
         StreamOrdered {
             name: name.into(),
+            device: backend.device(),
             backend,
             factory: Box::new(factory),
             slots,
@@ -302,8 +304,9 @@ impl<P: Pool> StreamOrdered<P> {
         }))
     }
 
+    #[inline]
     fn check_device(&self, block: &Block) -> Result<()> {
-        let dev = self.backend.device();
+        let dev = self.device;
         if block.device != dev {
             return Err(Error::WrongDevice {
                 ptr: block.ptr,
@@ -360,6 +363,13 @@ impl<P: Pool> Allocator for StreamOrdered<P> {
         let pool = self
             .pool(block.stream)
             .ok_or(Error::NotOwned { ptr: block.ptr })?;
+        if stream == block.stream
+            && self.pending_count.load(Ordering::Acquire) == 0
+            && self.recorded_count.load(Ordering::Acquire) == 0
+        {
+            // The common case: freed on its own stream, nothing declared, nothing queued.
+            return pool.deallocate(&block);
+        }
         if self.pending_count.load(Ordering::Acquire) > 0
             && self.pending.lock().ptrs.contains(&block.ptr.0)
         {
