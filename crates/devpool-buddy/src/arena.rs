@@ -2,7 +2,9 @@
 //! its lock.
 
 use crate::pages::Pages;
+use crate::rounding::Rounding;
 use crate::tree::Tree;
+use devpool_core::{Gauge, Stats};
 
 /// One arena: a backend region, or a reserved virtual range with its page state.
 pub(crate) struct Arena {
@@ -36,28 +38,79 @@ pub(crate) struct PageCounts {
     pub high_water: usize,
 }
 
+/// Counts of live blocks and bytes, kept under the pool's lock (plain adds: cheaper
+/// than atomics, and the lock is held anyway).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Tally {
+    /// Requested bytes of live blocks.
+    pub live: Gauge,
+    /// Granted bytes of live blocks.
+    pub granted: Gauge,
+    /// Live blocks.
+    pub blocks: Gauge,
+    /// Successful allocations.
+    pub allocations: u64,
+    /// Successful frees.
+    pub frees: u64,
+}
+
+#[inline]
+fn raise(g: &mut Gauge, v: u64) {
+    g.current += v;
+    g.peak = g.peak.max(g.current);
+}
+
+impl Tally {
+    /// A block of `requested` bytes was handed out with `granted` bytes.
+    #[inline]
+    pub fn on_alloc(&mut self, requested: u64, granted: u64) {
+        raise(&mut self.live, requested);
+        raise(&mut self.granted, granted);
+        raise(&mut self.blocks, 1);
+        self.allocations += 1;
+    }
+
+    /// A block came back.
+    #[inline]
+    pub fn on_free(&mut self, requested: u64, granted: u64) {
+        self.live.current -= requested;
+        self.granted.current -= granted;
+        self.blocks.current -= 1;
+        self.frees += 1;
+    }
+
+    /// Put these counts into `s`.
+    pub fn fill(&self, s: &mut Stats) {
+        s.live_bytes = self.live;
+        s.allocated_bytes = self.granted;
+        s.live_blocks = self.blocks;
+        s.allocations = self.allocations;
+        s.frees = self.frees;
+    }
+}
+
 /// Everything a pool changes under its lock.
 pub(crate) struct Inner {
     pub tree: Tree,
     /// Arenas by index; `None` for slots given back.
     pub arenas: Vec<Option<Arena>>,
+    /// Indices of the arenas, by base address.
+    pub by_base: Vec<u32>,
     pub pages: PageCounts,
-    /// Requested bytes of live blocks.
-    pub live_bytes: u64,
-    /// Granted bytes of live blocks.
-    pub granted_bytes: u64,
+    /// Live blocks and bytes, counted under the lock.
+    pub tally: Tally,
     /// Bytes of the buddy blocks under live blocks (powers of two).
     pub block_bytes: u64,
 }
 
 impl Inner {
-    pub fn new(quick_depth: u32, track: bool) -> Self {
+    pub fn new(quick_depth: u32, track: bool, rounding: Rounding) -> Self {
         Inner {
-            tree: Tree::new(quick_depth, track),
+            tree: Tree::new(quick_depth, track, rounding),
             arenas: Vec::new(),
+            by_base: Vec::new(),
             pages: PageCounts::default(),
-            live_bytes: 0,
-            granted_bytes: 0,
+            tally: Tally::default(),
             block_bytes: 0,
         }
     }
@@ -80,15 +133,28 @@ impl Inner {
 
     /// Put `arena` in a free slot; returns its index.
     pub fn add_arena(&mut self, arena: Arena) -> u32 {
-        match self.arenas.iter().position(Option::is_none) {
+        let base = arena.base;
+        let i = match self.arenas.iter().position(Option::is_none) {
             Some(i) => {
                 self.arenas[i] = Some(arena);
-                i as u32
+                i
             }
             None => {
                 self.arenas.push(Some(arena));
-                (self.arenas.len() - 1) as u32
+                self.arenas.len() - 1
             }
+        };
+        let at = self.by_base.partition_point(|&j| self.arena(j).base < base);
+        self.by_base.insert(at, i as u32);
+        i as u32
+    }
+
+    /// Forget arena `i` (its memory went back to the backend).
+    pub fn remove_arena(&mut self, i: u32) {
+        self.arenas[i as usize] = None;
+        self.by_base.retain(|&j| j != i);
+        while matches!(self.arenas.last(), Some(None)) {
+            self.arenas.pop();
         }
     }
 

@@ -1,5 +1,7 @@
 //! [`BuddyConfig`]: block sizes, arena sizes, the mode, and the unmap policy.
 
+use crate::rounding::Rounding;
+
 /// Where a buddy pool's arenas come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BuddyMode {
@@ -83,10 +85,11 @@ pub struct BuddyConfig {
     /// block freed and asked for again costs no split and no merge (default 8). They
     /// are merged before an arena is added and by `trim`.
     pub quick_depth: usize,
-    /// Region mode: hand out a block's bytes rounded up only to the smallest block, and
-    /// give the rest of its power of two back to the free lists as smaller blocks
-    /// (default true), so rounding costs almost no memory, at the price of a few more
-    /// splits and merges per block. When false, a block keeps its whole power of two.
+    /// Region mode: hand out a block's bytes rounded up only to a sixteenth of its
+    /// power of two (at least the smallest block), and give the rest back to the free
+    /// lists as smaller blocks (default true), so rounding costs at most 1/16 of a
+    /// block instead of up to half, at the price of a few more splits and merges per
+    /// block. When false, a block keeps its whole power of two.
     /// Virtual mode keeps blocks whole: there the tail is address space with no memory
     /// behind it, and whole blocks keep each address range to blocks of like sizes,
     /// whose pages are then reused more often.
@@ -178,8 +181,12 @@ pub(crate) struct Resolved {
     pub arena_order: u32,
     pub page_order: u32,
     pub quick_depth: u32,
-    pub trim_tail: bool,
-    pub unmap: UnmapPolicy,
+    pub rounding: Rounding,
+    pub keep_high_water: bool,
+    /// The slack fraction in 1/65536ths.
+    pub slack_per_64k: u64,
+    /// The least slack, in pages.
+    pub slack_min_pages: usize,
 }
 
 impl Resolved {
@@ -196,10 +203,12 @@ impl Resolved {
         let arena_order = ceil_log2(cfg.arena_size.unwrap_or(default_arena).min(1 << 62))
             .min(max_order)
             .max(page_order);
-        let mut unmap = cfg.unmap;
-        if !unmap.slack_fraction.is_finite() || unmap.slack_fraction < 0.0 {
-            unmap.slack_fraction = 0.0;
-        }
+        let u = cfg.unmap;
+        let fraction = if u.slack_fraction.is_finite() {
+            u.slack_fraction.clamp(0.0, 1024.0)
+        } else {
+            0.0
+        };
         Resolved {
             virt,
             min_order,
@@ -207,8 +216,15 @@ impl Resolved {
             arena_order,
             page_order,
             quick_depth: cfg.quick_depth.min(u32::MAX as usize) as u32,
-            trim_tail: cfg.trim_tail && !virt,
-            unmap,
+            rounding: match (virt, cfg.trim_tail) {
+                (false, true) => Rounding::Sixteenth { min_order },
+                (false, false) => Rounding::Whole,
+                (true, true) => Rounding::Page { page_order },
+                (true, false) => Rounding::PageWhole { page_order },
+            },
+            keep_high_water: u.keep_high_water,
+            slack_per_64k: (fraction * 65536.0).round() as u64,
+            slack_min_pages: u.slack_min >> page_order,
         }
     }
 

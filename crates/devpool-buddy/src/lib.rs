@@ -43,9 +43,11 @@
 
 mod arena;
 mod config;
+mod lock;
 mod pages;
 mod place;
 mod pool;
+mod rounding;
 mod stats;
 mod tree;
 mod vmem;
@@ -65,14 +67,18 @@ use devpool_core::{IntoBackend, StreamOrdered};
 /// let mock = MockBackend::shared_with(MockConfig::default().without_virtual());
 /// let alloc = buddy(mock, BuddyConfig::default());
 /// assert_eq!(alloc.name(), "buddy-region");
-/// let b = alloc.alloc(3000).unwrap();
-/// assert_eq!(b.size, 3072, "the rest of the 4 KiB block serves others");
+/// let b = alloc.alloc(5000).unwrap();
+/// assert_eq!(b.size, 5120, "the rest of the 8 KiB block serves others");
 /// alloc.free(b).unwrap();
 /// ```
 pub fn buddy(backend: impl IntoBackend, cfg: BuddyConfig) -> StreamOrdered<BuddyPool> {
     let backend = backend.into_backend();
     let virt = config::Resolved::new(&cfg, backend.supports_virtual(), backend.granularity()).virt;
-    let name = if virt { "buddy-virtual" } else { "buddy-region" };
+    let name = if virt {
+        "buddy-virtual"
+    } else {
+        "buddy-region"
+    };
     let b = backend.clone();
     StreamOrdered::new(name, backend, move |_| BuddyPool::new(b.clone(), cfg))
 }

@@ -51,7 +51,9 @@ impl Pages {
     #[inline]
     pub fn count_mapped(&self, start: usize, n: usize) -> usize {
         let mut c = 0;
-        for_words(start, n, |w, m| c += (self.mapped[w] & m).count_ones() as usize);
+        for_words(start, n, |w, m| {
+            c += (self.mapped[w] & m).count_ones() as usize
+        });
         c
     }
 
@@ -70,26 +72,34 @@ impl Pages {
     /// Mark `start..start + n` mapped (or not).
     pub fn set_mapped(&mut self, start: usize, n: usize, on: bool) {
         let bits = &mut self.mapped;
-        for_words(start, n, |w, m| {
-            if on {
-                bits[w] |= m
-            } else {
-                bits[w] &= !m
-            }
-        });
+        for_words(
+            start,
+            n,
+            |w, m| {
+                if on {
+                    bits[w] |= m
+                } else {
+                    bits[w] &= !m
+                }
+            },
+        );
     }
 
     /// Mark `start..start + n` in use (or not).
     #[inline]
     pub fn set_used(&mut self, start: usize, n: usize, on: bool) {
         let bits = &mut self.used;
-        for_words(start, n, |w, m| {
-            if on {
-                bits[w] |= m
-            } else {
-                bits[w] &= !m
-            }
-        });
+        for_words(
+            start,
+            n,
+            |w, m| {
+                if on {
+                    bits[w] |= m
+                } else {
+                    bits[w] &= !m
+                }
+            },
+        );
     }
 
     /// Add a sharer to page `p`; returns the count before.

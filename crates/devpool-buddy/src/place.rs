@@ -32,7 +32,7 @@ impl BuddyPool {
         if order < self.r.page_order {
             1
         } else {
-            size.div_ceil(self.page as u64).max(1) as usize
+            (size.div_ceil(1 << self.r.page_order)).max(1) as usize
         }
     }
 
@@ -58,16 +58,11 @@ impl BuddyPool {
 
     /// Region mode: the quick list, then address-ordered first fit.
     fn find_lowest(&self, g: &mut Inner, order: u32, size: u64) -> Option<u32> {
-        if let Some(i) = g.tree.pop_quick(order) {
+        if let Some(i) = g.tree.take_quick(order, size) {
             return Some(i);
         }
-        let root = g
-            .arenas
-            .iter()
-            .flatten()
-            .filter(|a| g.tree.has_fit(a.root, order))
-            .min_by_key(|a| a.base)?
-            .root;
+        let &a = g.by_base.iter().find(|&&a| g.tree.arena_fit(a) >= order)?;
+        let root = g.arena(a).root;
         let i = g.tree.lowest_fit(root, order)?;
         g.tree.unlink(i);
         Some(self.descend(g, i, order, size))
@@ -80,6 +75,10 @@ impl BuddyPool {
         let mut best: Option<((usize, i64, i64), u32)> = None;
         let mut q = g.tree.quick_head(order);
         while q != NIL {
+            if !g.tree.quick_fits(q, size) {
+                q = g.tree.next_in_list(q);
+                continue;
+            }
             let w = self.warmth(g, q, n);
             if w == n {
                 g.tree.unlink(q);
@@ -129,25 +128,31 @@ impl BuddyPool {
 
     /// Split taken block `i` down to `order`, putting the unused halves in the free
     /// lists; returns the taken block of `order`.
-    pub(crate) fn descend(&self, g: &mut Inner, mut i: u32, order: u32, size: u64) -> u32 {
+    pub(crate) fn descend(&self, g: &mut Inner, i: u32, order: u32, size: u64) -> u32 {
         let n = self.pages_needed(order, size);
-        while u32::from(g.tree.node(i).order) > order {
-            let l = g.tree.split(i);
+        let top = g.tree.node(i).order;
+        let mut at = i;
+        while u32::from(g.tree.node(at).order) > order {
+            let half = u32::from(g.tree.node(at).order) - 1;
+            if !(self.r.virt && half >= self.r.page_order) {
+                at = g.tree.split_off(at, false, false);
+                continue;
+            }
+            // Keep the half with more of the pages needed mapped; a half with no page
+            // mapped at its start goes to the back of its list.
+            let l = g.tree.split(at);
             let r = l + 1;
-            let half = u32::from(g.tree.node(l).order);
-            let paged = self.r.virt && half >= self.r.page_order;
-            let right = paged && {
-                let wl = self.warmth(g, l, n);
-                wl < n && self.warmth(g, r, n) > wl
-            };
+            let wl = self.warmth(g, l, n);
+            let right = wl < n && self.warmth(g, r, n) > wl;
             let (keep, other) = if right { (r, l) } else { (l, r) };
-            if paged && self.warmth(g, other, 1) == 0 {
+            if self.warmth(g, other, 1) == 0 {
                 g.tree.put_free_back(other);
             } else {
                 g.tree.put_free(other);
             }
-            i = keep;
+            at = keep;
         }
-        i
+        g.tree.settle(i, top.into());
+        at
     }
 }

@@ -4,11 +4,14 @@ use crate::arena::{Arena, Inner};
 use crate::config::{ceil_log2, BuddyConfig, BuddyMode, Resolved};
 use crate::pages::Pages;
 use crate::tree::{State, GEN_MASK};
+
+/// Arenas a pool can hold.
+const MAX_ARENAS: usize = 4096;
+use crate::lock::Lock;
 use devpool_core::{
     Backend, BackendError, Block, Counters, DeviceId, DevicePtr, Error, Pool, Request, Result,
     Stats,
 };
-use parking_lot::Mutex;
 use std::sync::Arc;
 
 /// A buddy pool for one stream: power-of-two blocks from a minimum to a maximum order,
@@ -36,7 +39,7 @@ pub struct BuddyPool {
     pub(crate) r: Resolved,
     pub(crate) page: usize,
     pub(crate) device: DeviceId,
-    pub(crate) inner: Mutex<Inner>,
+    pub(crate) inner: Lock<Inner>,
     pub(crate) counters: Counters,
 }
 
@@ -59,7 +62,7 @@ impl BuddyPool {
         BuddyPool {
             device: backend.device(),
             page: 1 << r.page_order,
-            inner: Mutex::new(Inner::new(r.quick_depth, !r.virt)),
+            inner: Lock::new(Inner::new(r.quick_depth, !r.virt, r.rounding)),
             counters: Counters::default(),
             backend,
             r,
@@ -90,26 +93,17 @@ impl BuddyPool {
             .max(self.r.min_order))
     }
 
-    /// Bytes granted to a block of `order` serving `size` bytes: trimmed, the size
-    /// rounded up to the smallest block; else the whole block in a region, and in a
-    /// virtual range the bytes its mapped pages back.
+    /// Bytes granted to a block of `order` serving `size` bytes.
     #[inline]
     pub(crate) fn granted(&self, order: u32, size: u64) -> u64 {
-        if self.r.trim_tail {
-            let unit = (1u64 << self.r.min_order) - 1;
-            (size + unit) & !unit
-        } else if self.r.virt && order >= self.r.page_order {
-            size.div_ceil(self.page as u64) * self.page as u64
-        } else {
-            1 << order
-        }
+        self.r.rounding.granted(order, size)
     }
 
     /// Address space a live block of `order` keeps from others, at least: the whole
-    /// block unless tails are trimmed.
+    /// block unless its tail is trimmed.
     #[inline]
     fn span(&self, order: u32) -> u64 {
-        if self.r.trim_tail {
+        if self.r.rounding.trims() {
             0
         } else {
             1 << order
@@ -140,6 +134,11 @@ impl BuddyPool {
 
     /// Add an arena for a block of `order`; returns its root node, taken.
     pub(crate) fn grow(&self, g: &mut Inner, order: u32) -> Result<u32> {
+        if g.arenas.len() >= MAX_ARENAS && g.arenas.iter().all(Option::is_some) {
+            return Err(Error::Limit(format!(
+                "a buddy pool holds at most {MAX_ARENAS} arenas"
+            )));
+        }
         let order_a = order.max(self.r.arena_order);
         let (base, order_a, pages) = if self.r.virt {
             if order > self.r.arena_order {
@@ -217,7 +216,9 @@ impl BuddyPool {
         let mut released = 0;
         let mut first_err = None;
         for idx in 0..g.arenas.len() {
-            let Some(a) = &g.arenas[idx] else { continue };
+            let Some(Some(a)) = g.arenas.get(idx) else {
+                continue;
+            };
             if g.tree.node(a.root).state != State::Free {
                 continue;
             }
@@ -236,15 +237,12 @@ impl BuddyPool {
             match res {
                 Ok(()) => {
                     g.tree.remove_root(root);
-                    g.arenas[idx] = None;
+                    g.remove_arena(idx as u32);
                 }
                 Err(e) => {
                     first_err.get_or_insert(e);
                 }
             }
-        }
-        while matches!(g.arenas.last(), Some(None)) {
-            g.arenas.pop();
         }
         match first_err {
             Some(e) => Err(e.into()),
@@ -267,12 +265,6 @@ impl BuddyPool {
             self.validate_pages(&g)?;
         }
         let s = self.counters.snapshot();
-        if s.live_bytes.current != g.live_bytes || s.allocated_bytes.current != g.granted_bytes {
-            return Err(format!(
-                "counters say {} live, {} granted; the pool has {}, {}",
-                s.live_bytes.current, s.allocated_bytes.current, g.live_bytes, g.granted_bytes
-            ));
-        }
         let held: u64 = if self.r.virt {
             (g.pages.mapped * self.page) as u64
         } else {
@@ -296,15 +288,13 @@ impl Pool for BuddyPool {
         let mut g = self.inner.lock();
         let i = self.place(&mut g, order, granted)?;
         let gen = g.tree.make_live(i, req.size as u64);
-        if granted < 1 << order {
+        if granted < 1 << order && self.r.rounding.trims() && g.tree.node(i).state == State::Live {
             g.tree.trim(i, granted);
         }
         let addr = g.tree.node(i).addr;
-        g.live_bytes += req.size as u64;
-        g.granted_bytes += granted;
+        g.tally.on_alloc(req.size as u64, granted);
         g.block_bytes += granted.max(self.span(order));
         drop(g);
-        self.counters.on_alloc(req.size, granted as usize);
         Ok(Block {
             ptr: DevicePtr(addr),
             size: granted as usize,
@@ -319,20 +309,18 @@ impl Pool for BuddyPool {
         let mut g = self.inner.lock();
         let i = self.live_node(&g, block)?;
         let n = *g.tree.node(i);
-        let granted = self.granted(n.order.into(), n.requested.max(1));
+        let requested = n.requested;
+        let granted = self.granted(n.order.into(), requested.max(1));
         if self.r.virt {
             self.release_pages(&mut g, i, granted);
         }
-        g.tree.free_live(i, granted);
-        g.live_bytes -= n.requested;
-        g.granted_bytes -= granted;
+        g.tree.free_live(i);
+        g.tally.on_free(requested, granted);
         g.block_bytes -= granted.max(self.span(n.order.into()));
         if self.r.virt {
             // The free itself is done; a failed unmap only leaves pages mapped.
             let _ = self.enforce_limit(&mut g);
         }
-        drop(g);
-        self.counters.on_free(n.requested as usize, granted as usize);
         Ok(())
     }
 
@@ -341,7 +329,9 @@ impl Pool for BuddyPool {
     }
 
     fn stats(&self) -> Stats {
-        self.counters.snapshot()
+        let mut s = self.counters.snapshot();
+        self.inner.lock().tally.fill(&mut s);
+        s
     }
 
     fn trim(&self) -> Result<usize> {

@@ -129,10 +129,10 @@ impl BuddyPool {
             mapped_pages: p.mapped as u64,
             unused_mapped_pages: p.unused as u64,
             high_water_pages: p.high_water as u64,
-            live_bytes: g.live_bytes,
-            granted_bytes: g.granted_bytes,
-            rounding_bytes: g.granted_bytes - g.live_bytes,
-            address_rounding_bytes: g.block_bytes - g.granted_bytes,
+            live_bytes: g.tally.live.current,
+            granted_bytes: g.tally.granted.current,
+            rounding_bytes: g.tally.granted.current - g.tally.live.current,
+            address_rounding_bytes: g.block_bytes - g.tally.granted.current,
         }
     }
 

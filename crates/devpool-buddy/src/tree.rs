@@ -6,6 +6,8 @@
 //! order, and an operation is O(orders). Free lists are doubly linked through the
 //! nodes, so a buddy leaves its list in O(1).
 
+use crate::rounding::Rounding;
+
 /// No node.
 pub(crate) const NIL: u32 = u32::MAX;
 /// Orders are below this.
@@ -29,6 +31,9 @@ pub(crate) enum State {
     Head,
     /// A live piece of a trimmed block (freed with its head).
     Piece,
+    /// A trimmed block freed into its quick list with its pieces kept, ready to be
+    /// handed out again for the same length.
+    QuickHead,
     /// A block split into the two children at `child` and `child + 1`.
     Split,
     /// A free block taken out of every list, about to be split or handed out.
@@ -102,13 +107,17 @@ pub(crate) struct Tree {
     live: [u64; ORDERS],
     quick_depth: u32,
     track: bool,
+    /// Bytes blocks grant.
+    rounding: Rounding,
+    /// The largest free block of each arena, by arena index (tracking trees).
+    arena_fit: Vec<u8>,
 }
 
 impl Tree {
     /// An empty tree that keeps up to `quick_depth` freed blocks per order unmerged,
     /// and tracks the largest free block below each node when `track` is set (for
     /// [`lowest_fit`](Tree::lowest_fit)).
-    pub fn new(quick_depth: u32, track: bool) -> Self {
+    pub fn new(quick_depth: u32, track: bool, rounding: Rounding) -> Self {
         Tree {
             nodes: Vec::new(),
             spare: Vec::new(),
@@ -119,27 +128,55 @@ impl Tree {
             live: [0; ORDERS],
             quick_depth,
             track,
+            rounding,
+            arena_fit: Vec::new(),
         }
     }
 
-    /// Bring `max_free` up to date from node `i` to the root, stopping where nothing
-    /// changes.
-    fn refresh(&mut self, mut i: u32) {
+    /// The bytes a trimmed block of `order` keeps for `size` bytes.
+    #[inline]
+    pub fn trimmed_len(&self, order: u32, size: u64) -> u64 {
+        self.rounding.granted(order, size)
+    }
+
+    /// The largest free block in arena `arena` (tracking trees; 0: none).
+    #[inline]
+    pub fn arena_fit(&self, arena: u32) -> u32 {
+        self.arena_fit
+            .get(arena as usize)
+            .copied()
+            .unwrap_or(0)
+            .into()
+    }
+
+    /// Bring `max_free` up to date from node `i` to the root: every node up to order
+    /// `force` is recomputed, and above it the walk stops where nothing changes.
+    /// Operations that change many nodes along one path (a split down, a trim) call
+    /// it once at the end, from the deepest node they touched.
+    pub fn settle(&mut self, mut i: u32, force: u32) {
+        if !self.track {
+            return;
+        }
         loop {
             let n = self.node(i);
             let v = match n.state {
                 State::Free => n.order,
-                State::Split | State::Head => {
-                    self.node(n.child).max_free.max(self.node(n.child + 1).max_free)
-                }
+                State::Split | State::Head | State::QuickHead => self
+                    .node(n.child)
+                    .max_free
+                    .max(self.node(n.child + 1).max_free),
                 _ => 0,
             };
-            if n.max_free == v {
+            if n.max_free == v && u32::from(n.order) > force {
                 return;
             }
-            let parent = n.parent;
+            let (parent, arena) = (n.parent, n.arena as usize);
             self.node_mut(i).max_free = v;
             if parent == NIL {
+                if self.arena_fit.len() <= arena {
+                    self.arena_fit.resize(arena + 1, 0);
+                }
+                self.arena_fit[arena] = v;
                 return;
             }
             i = parent;
@@ -158,7 +195,7 @@ impl Tree {
             let n = self.node(i);
             match n.state {
                 State::Free => return Some(i),
-                State::Split | State::Head => {
+                State::Split | State::Head | State::QuickHead => {
                     i = if u32::from(self.node(n.child).max_free) >= order {
                         n.child
                     } else {
@@ -168,12 +205,6 @@ impl Tree {
                 _ => return None,
             }
         }
-    }
-
-    /// Whether a free block of at least `order` lies below `root` (tracking trees).
-    #[inline]
-    pub fn has_fit(&self, root: u32, order: u32) -> bool {
-        u32::from(self.node(root).max_free) >= order && order > 0
     }
 
     /// The node at `i`, if there is one.
@@ -251,7 +282,10 @@ impl Tree {
         for i in [first, first + 1] {
             let n = self.node_mut(i);
             let gen = (n.gen + 1) & GEN_MASK;
-            *n = Node { gen, ..Node::VACANT };
+            *n = Node {
+                gen,
+                ..Node::VACANT
+            };
         }
         self.spare.push(first);
     }
@@ -289,22 +323,26 @@ impl Tree {
         n.prev = prev;
         n.next = next;
         n.state = if quick { State::Quick } else { State::Free };
+        if !quick {
+            // A free leaf's own value; its ancestors are settled by the operation.
+            n.max_free = n.order;
+        }
         if prev != NIL {
             self.node_mut(prev).next = i;
         }
         if next != NIL {
             self.node_mut(next).prev = i;
         }
-        if self.track && !quick {
-            self.refresh(i);
-        }
     }
 
     /// Take `i` out of its free or quick list; it becomes [`State::Taken`].
     pub fn unlink(&mut self, i: u32) {
         let n = *self.node(i);
-        debug_assert!(matches!(n.state, State::Free | State::Quick));
-        let quick = n.state == State::Quick;
+        debug_assert!(matches!(
+            n.state,
+            State::Free | State::Quick | State::QuickHead
+        ));
+        let quick = n.state != State::Free;
         let order = n.order as usize;
         if n.prev != NIL {
             self.node_mut(n.prev).next = n.next;
@@ -330,9 +368,12 @@ impl Tree {
         let m = self.node_mut(i);
         m.prev = NIL;
         m.next = NIL;
-        m.state = State::Taken;
-        if self.track && !quick {
-            self.refresh(i);
+        if n.state == State::QuickHead {
+            // Still trimmed, its tail still free: it stays a head.
+            m.state = State::Head;
+        } else {
+            m.state = State::Taken;
+            m.max_free = 0;
         }
     }
 
@@ -345,12 +386,17 @@ impl Tree {
         n.arena = arena;
         n.parent = NIL;
         self.link(i, false);
+        self.settle(i, order);
         i
     }
 
     /// Remove a free root (its arena goes back to the backend).
     pub fn remove_root(&mut self, i: u32) {
         debug_assert_eq!(self.node(i).parent, NIL);
+        let arena = self.node(i).arena as usize;
+        if let Some(f) = self.arena_fit.get_mut(arena) {
+            *f = 0;
+        }
         self.unlink(i);
         self.drop_pair(i);
     }
@@ -377,6 +423,21 @@ impl Tree {
         l
     }
 
+    /// Split taken block `i` and put one half in its free list (the back of it when
+    /// `back`): returns the other half, taken. `i`'s largest free block is then that
+    /// free half (the taken one holds none yet), so it is set here; the caller
+    /// settles the path above once it is done.
+    pub fn split_off(&mut self, i: u32, keep_right: bool, back: bool) -> u32 {
+        let l = self.split(i);
+        let (keep, other) = if keep_right { (l + 1, l) } else { (l, l + 1) };
+        self.link_at(other, false, back);
+        if self.track {
+            let order = self.node(other).order;
+            self.node_mut(i).max_free = order;
+        }
+        keep
+    }
+
     /// Put a taken block into its free list without merging (the other half of a
     /// split, whose buddy is taken).
     #[inline]
@@ -390,17 +451,57 @@ impl Tree {
         self.link_at(i, false, true);
     }
 
-    /// Hand out a taken block: it becomes live. Returns its new generation.
+    /// Hand out a taken block (it becomes live) or a trimmed block taken from a quick
+    /// list (it stays a head). Returns its new generation.
     #[inline]
     pub fn make_live(&mut self, i: u32, requested: u64) -> u32 {
         let n = self.node_mut(i);
-        debug_assert_eq!(n.state, State::Taken);
-        n.state = State::Live;
+        debug_assert!(matches!(n.state, State::Taken | State::Head));
+        if n.state == State::Taken {
+            n.state = State::Live;
+        }
         n.requested = requested;
         n.gen = (n.gen + 1) & GEN_MASK;
         let (order, gen) = (n.order as usize, n.gen);
         self.live[order] += 1;
         gen
+    }
+
+    /// Whether quick block `i` can serve `len` bytes: a whole block can (trimmed
+    /// afterwards if need be), a trimmed one only for the very same length.
+    #[inline]
+    pub fn quick_fits(&self, i: u32, len: u64) -> bool {
+        let n = self.node(i);
+        n.state == State::Quick || self.trimmed_len(n.order.into(), n.requested) == len
+    }
+
+    /// Take a block for `len` bytes out of `order`'s quick list: a trimmed block of
+    /// that very length or a whole block when `len` is the whole order (handed out as
+    /// they are), else a whole block. `None` when there is none.
+    #[inline]
+    pub fn take_quick(&mut self, order: u32, len: u64) -> Option<u32> {
+        let mut whole = NIL;
+        let mut i = self.quick[order as usize].head;
+        while i != NIL {
+            let n = self.node(i);
+            if n.state == State::Quick {
+                if len == 1 << order {
+                    break;
+                }
+                if whole == NIL {
+                    whole = i;
+                }
+            } else if self.quick_fits(i, len) {
+                break;
+            }
+            i = n.next;
+        }
+        let pick = if i != NIL { i } else { whole };
+        if pick == NIL {
+            return None;
+        }
+        self.unlink(pick);
+        Some(pick)
     }
 
     /// Take a block out of `order`'s quick list.
@@ -414,17 +515,17 @@ impl Tree {
         Some(i)
     }
 
-    /// Free a live block whose first `len` bytes were handed out: a whole block goes
-    /// into its quick list while there is room, anything else is merged with its
-    /// buddies.
-    pub fn free_live(&mut self, i: u32, len: u64) {
-        let n = self.node_mut(i);
+    /// Free a live block: into its quick list while there is room (a trimmed block
+    /// keeps its pieces there), else merged with its buddies.
+    pub fn free_live(&mut self, i: u32) {
+        let n = *self.node(i);
         let order = n.order as usize;
+        let room = self.quick[order].len < self.quick_depth;
+        self.live[order] -= 1;
         match n.state {
             State::Live => {
-                n.state = State::Taken;
-                self.live[order] -= 1;
-                if self.quick[order].len < self.quick_depth {
+                self.node_mut(i).state = State::Taken;
+                if room {
                     self.link(i, true);
                 } else {
                     self.merge(i);
@@ -432,8 +533,14 @@ impl Tree {
             }
             _ => {
                 debug_assert_eq!(n.state, State::Head);
-                self.live[order] -= 1;
-                self.free_trimmed(i, len);
+                if room {
+                    // Its value (the free tail below it) does not change.
+                    self.link(i, true);
+                    self.node_mut(i).state = State::QuickHead;
+                } else {
+                    let len = self.trimmed_len(order as u32, n.requested);
+                    self.free_trimmed(i, len);
+                }
             }
         }
     }
@@ -466,6 +573,8 @@ impl Tree {
                 i = l + 1;
             }
         }
+        let top_order = self.node(top).order;
+        self.settle(i, top_order.into());
     }
 
     /// Free trimmed block `top`, whose first `len` bytes were live: free its pieces,
@@ -517,6 +626,8 @@ impl Tree {
             self.node_mut(i).state = State::Taken;
         }
         self.link(i, false);
+        let order = self.node(i).order;
+        self.settle(i, order.into());
     }
 
     /// Merge every block of the quick lists with its buddies.
@@ -524,7 +635,13 @@ impl Tree {
         while self.quick_mask != 0 {
             let order = self.quick_mask.trailing_zeros();
             while let Some(i) = self.pop_quick(order) {
-                self.merge(i);
+                let n = self.node(i);
+                if n.state == State::Head {
+                    let len = self.trimmed_len(order, n.requested);
+                    self.free_trimmed(i, len);
+                } else {
+                    self.merge(i);
+                }
             }
         }
     }
@@ -537,8 +654,12 @@ impl Tree {
         let mut seen_live = [0u64; ORDERS];
         let mut stack: Vec<u32> = roots.to_vec();
         for &r in roots {
-            if self.node(r).parent != NIL {
+            let n = self.node(r);
+            if n.parent != NIL {
                 return Err(format!("root {r} has a parent"));
+            }
+            if self.track && self.arena_fit(n.arena) != u32::from(n.max_free) {
+                return Err(format!("arena {} has a stale largest free block", n.arena));
             }
         }
         while let Some(i) = stack.pop() {
@@ -547,9 +668,10 @@ impl Tree {
             if self.track {
                 let want = match n.state {
                     State::Free => n.order,
-                    State::Split | State::Head => {
-                        self.node(n.child).max_free.max(self.node(n.child + 1).max_free)
-                    }
+                    State::Split | State::Head | State::QuickHead => self
+                        .node(n.child)
+                        .max_free
+                        .max(self.node(n.child + 1).max_free),
                     _ => 0,
                 };
                 if n.max_free != want {
@@ -562,16 +684,20 @@ impl Tree {
                 State::Live => seen_live[o] += 1,
                 State::Piece => {
                     let mut up = n.parent;
-                    while up != NIL && self.node(up).state != State::Head {
+                    while up != NIL
+                        && !matches!(self.node(up).state, State::Head | State::QuickHead)
+                    {
                         up = self.node(up).parent;
                     }
                     if up == NIL {
                         return Err(format!("piece {i} lies under no trimmed block"));
                     }
                 }
-                State::Split | State::Head => {
-                    if n.state == State::Head {
-                        seen_live[o] += 1;
+                State::Split | State::Head | State::QuickHead => {
+                    match n.state {
+                        State::Head => seen_live[o] += 1,
+                        State::QuickHead => seen_quick[o] += 1,
+                        _ => {}
                     }
                     let (l, r) = (self.node(n.child), self.node(n.child + 1));
                     let half = 1u64 << (n.order - 1);
@@ -608,7 +734,9 @@ impl Tree {
                 let (mut at, mut count, mut prev) = (list.head, 0, NIL);
                 while at != NIL {
                     let n = self.node(at);
-                    if n.state != state || n.order as usize != o || n.prev != prev {
+                    let same =
+                        n.state == state || (state == State::Quick && n.state == State::QuickHead);
+                    if !same || n.order as usize != o || n.prev != prev {
                         return Err(format!("order {o}: {state:?} list holds {n:?}"));
                     }
                     count += 1;
@@ -628,24 +756,28 @@ impl Tree {
 mod tests {
     use super::*;
 
+    const SIXTEENTH: Rounding = Rounding::Sixteenth { min_order: 8 };
+
     fn take_leaf(t: &mut Tree, order: u32) -> Option<u32> {
         let mask = t.free_orders_from(order);
         if mask == 0 {
             return None;
         }
-        let mut i = t.free_head(mask.trailing_zeros());
+        let top = mask.trailing_zeros();
+        let mut i = t.free_head(top);
         t.unlink(i);
         while u32::from(t.node(i).order) > order {
             let l = t.split(i);
             t.put_free(l + 1);
             i = l;
         }
+        t.settle(i, top);
         Some(i)
     }
 
     #[test]
     fn split_and_merge_back_to_one_block() {
-        let mut t = Tree::new(0, true);
+        let mut t = Tree::new(0, true, SIXTEENTH);
         let root = t.add_root(1 << 20, 20, 0);
         let a = take_leaf(&mut t, 8).unwrap();
         t.make_live(a, 100);
@@ -656,24 +788,28 @@ mod tests {
         t.validate(&[root]).unwrap();
         assert_eq!(t.list_lens(8), (0, 0));
         assert_eq!(t.list_lens(19), (1, 0));
-        t.free_live(a, 0);
-        t.free_live(b, 0);
+        t.free_live(a);
+        t.free_live(b);
         t.validate(&[root]).unwrap();
-        assert_eq!(t.free_orders_from(0), 1 << 20, "one free block of the top order");
+        assert_eq!(
+            t.free_orders_from(0),
+            1 << 20,
+            "one free block of the top order"
+        );
         t.remove_root(root);
         assert_eq!(t.free_orders_from(0), 0);
     }
 
     #[test]
     fn quick_lists_hold_blocks_until_flushed() {
-        let mut t = Tree::new(2, true);
+        let mut t = Tree::new(2, true, SIXTEENTH);
         let root = t.add_root(0, 12, 0);
         let blocks: Vec<u32> = (0..4).map(|_| take_leaf(&mut t, 10).unwrap()).collect();
         for &b in &blocks {
             t.make_live(b, 1);
         }
         for &b in &blocks {
-            t.free_live(b, 0);
+            t.free_live(b);
         }
         assert_eq!(t.list_lens(10).1, 2, "two kept unmerged, the rest merged");
         t.validate(&[root]).unwrap();
@@ -687,37 +823,64 @@ mod tests {
 
     #[test]
     fn trimmed_tails_serve_others_and_merge_back() {
-        let mut t = Tree::new(4, true);
+        let mut t = Tree::new(0, true, SIXTEENTH);
         let root = t.add_root(0, 20, 0);
         let a = take_leaf(&mut t, 20).unwrap();
-        t.make_live(a, 0);
-        let len = (1 << 19) + (1 << 17) + (1 << 8);
+        let len = (1 << 19) + (1 << 17) + (1 << 16);
+        assert_eq!(
+            t.trimmed_len(20, len - 1000),
+            len,
+            "a sixteenth of the block"
+        );
+        t.make_live(a, len);
         t.trim(a, len);
         t.validate(&[root]).unwrap();
-        // The tail: 2^8 + 2^9 + ... + 2^16 and 2^18 are free.
-        for o in (8..=16).chain([18]) {
-            assert_eq!(t.list_lens(o), (1, 0), "order {o}");
+        // The tail: 2^18 and 2^16 are free; 2^19, 2^17 and 2^16 are live pieces.
+        for o in 8..20 {
+            let want = u64::from(o == 18 || o == 16);
+            assert_eq!(t.list_lens(o), (want, 0), "order {o}");
         }
-        assert_eq!(t.list_lens(17), (0, 0));
         let b = take_leaf(&mut t, 18).unwrap();
         assert_eq!(t.node(b).addr, 3 << 18, "the tail serves another block");
-        t.make_live(b, 0);
-        t.free_live(a, len);
+        t.make_live(b, 1 << 18);
+        t.free_live(a);
         t.validate(&[root]).unwrap();
         assert_eq!(t.list_lens(18), (1, 0), "a's half merged back");
-        t.free_live(b, 1 << 18);
-        t.flush_quick();
+        t.free_live(b);
         t.validate(&[root]).unwrap();
         assert_eq!(t.free_orders_from(0), 1 << 20, "one free block again");
     }
 
     #[test]
+    fn a_trimmed_block_comes_back_whole_from_its_quick_list() {
+        let mut t = Tree::new(2, true, SIXTEENTH);
+        let root = t.add_root(0, 20, 0);
+        let a = take_leaf(&mut t, 20).unwrap();
+        let len = 3 << 18;
+        t.make_live(a, len);
+        t.trim(a, len);
+        t.free_live(a);
+        t.validate(&[root]).unwrap();
+        assert_eq!(t.list_lens(20), (0, 1), "kept with its pieces");
+        assert_eq!(t.list_lens(18), (1, 0), "its tail is still free for others");
+        assert_eq!(t.take_quick(20, 1 << 20), None, "not for another length");
+        let b = t.take_quick(20, len).unwrap();
+        assert_eq!(b, a);
+        t.make_live(b, len - 5);
+        t.validate(&[root]).unwrap();
+        t.free_live(b);
+        t.flush_quick();
+        t.validate(&[root]).unwrap();
+        assert_eq!(t.free_orders_from(0), 1 << 20);
+    }
+
+    #[test]
     fn generations_change_on_reuse() {
-        let mut t = Tree::new(0, true);
+        let mut t = Tree::new(0, true, SIXTEENTH);
         t.add_root(0, 10, 0);
         let a = take_leaf(&mut t, 9).unwrap();
         let g1 = t.make_live(a, 1);
-        t.free_live(a, 0);
+        t.free_live(a);
         let b = take_leaf(&mut t, 9).unwrap();
         let g2 = t.make_live(b, 1);
         assert_eq!(t.node(a).addr, t.node(b).addr);

@@ -10,19 +10,17 @@ use crate::arena::Inner;
 use crate::pool::BuddyPool;
 use devpool_core::{BackendError, DevicePtr, Result};
 
-
 impl BuddyPool {
     /// The most pages the pool may keep mapped now.
+    #[inline]
     fn page_limit(&self, g: &Inner) -> usize {
-        let u = &self.r.unmap;
-        let base = if u.keep_high_water {
+        let base = if self.r.keep_high_water {
             g.pages.high_water.max(g.pages.used)
         } else {
             g.pages.used
         };
-        let slack = (base as f64 * self.page as f64 * u.slack_fraction).max(u.slack_min as f64);
-        let slack_pages = (slack / self.page as f64).min(usize::MAX as f64 / 2.0) as usize;
-        base.saturating_add(slack_pages)
+        let slack = ((base as u128 * u128::from(self.r.slack_per_64k)) >> 16) as usize;
+        base.saturating_add(slack.max(self.r.slack_min_pages))
     }
 
     /// Pages to unmap so that `extra` more pages fit under the limit.
@@ -31,7 +29,11 @@ impl BuddyPool {
     }
 
     /// Unmap unused pages while the pool holds more than its limit.
+    #[inline]
     pub(crate) fn enforce_limit(&self, g: &mut Inner) -> Result<usize> {
+        if self.r.keep_high_water && g.pages.mapped <= g.pages.high_water {
+            return Ok(0); // Under the limit: nothing to look at.
+        }
         match self.excess(g, 0) {
             0 => Ok(0),
             want => self.unmap_unused(g, want),
@@ -47,7 +49,7 @@ impl BuddyPool {
                 runs.extend(p.unused_runs().into_iter().map(|(s, n)| (idx, s, n)));
             }
         }
-        runs.sort_by(|x, y| y.2.cmp(&x.2));
+        runs.sort_by_key(|r| std::cmp::Reverse(r.2));
         let mut done = 0;
         let po = self.r.page_order;
         for (idx, s, len) in runs {
@@ -106,14 +108,14 @@ impl BuddyPool {
     /// how many pages it covers whole, and the page it covers in part, if any (the
     /// next one, or the first for a block inside one page).
     fn footprint(&self, g: &Inner, i: u32, len: u64) -> (u32, usize, usize, Option<usize>) {
-        let (a, first) = g.page_of(i, self.r.page_order);
-        let off = g.tree.node(i).addr - g.arena(a).base;
-        let page = self.page as u64;
-        if off % page != 0 {
+        let po = self.r.page_order;
+        let (a, first) = g.page_of(i, po);
+        let mask = (1u64 << po) - 1;
+        if g.tree.node(i).addr & mask != 0 {
             return (a, first, 0, Some(first));
         }
-        let full = (len / page) as usize;
-        (a, first, full, (len % page != 0).then_some(first + full))
+        let full = (len >> po) as usize;
+        (a, first, full, (len & mask != 0).then_some(first + full))
     }
 
     /// Back taken block `i`, of which `len` bytes are handed out, with mapped pages and

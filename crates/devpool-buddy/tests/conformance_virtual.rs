@@ -3,4 +3,7 @@ use devpool_buddy::{buddy, BuddyConfig};
 use devpool_core::MockBackend;
 use std::sync::Arc;
 
-devpool_core::conformance_tests!(|mock: Arc<MockBackend>| buddy(mock, BuddyConfig::virtual_ranges()));
+devpool_core::conformance_tests!(|mock: Arc<MockBackend>| buddy(
+    mock,
+    BuddyConfig::virtual_ranges()
+));
