@@ -18,10 +18,6 @@ use std::sync::{Arc, OnceLock};
 /// Devices served, ordinals `0..MAX_DEVICES`.
 pub const MAX_DEVICES: usize = 64;
 
-/// Mock devices served: the mock gives each ordinal its own window of addresses,
-/// and has room for this many.
-pub(crate) const MAX_MOCK_DEVICES: usize = 8;
-
 /// The environment variable read once, on first use, for the initial settings.
 pub const CONFIG_ENV: &str = "DEVPOOL_CONFIG";
 
@@ -175,11 +171,6 @@ fn make_backend(cfg: &Config, ordinal: usize) -> Result<Arc<dyn Backend>, String
             Err(e) => Err(format!("device {ordinal}: CUDA backend: {e}")),
         },
         BackendKind::Mock => {
-            if ordinal >= MAX_MOCK_DEVICES {
-                return Err(format!(
-                    "device {ordinal}: the mock backend serves devices 0..{MAX_MOCK_DEVICES}"
-                ));
-            }
             let mock = MockConfig::default()
                 .device(ordinal as u32)
                 .capacity(cfg.mock_capacity);
