@@ -132,44 +132,23 @@ fn main() {
                 .join("../../traces")
                 .to_path_buf()
         });
-    let strict = UnmapPolicy {
+    let no_high_water = UnmapPolicy {
         keep_high_water: false,
+        ..UnmapPolicy::default()
+    };
+    let slack = |fraction: f64| UnmapPolicy {
+        slack_fraction: fraction,
         ..UnmapPolicy::default()
     };
     let runs: Vec<(&str, BuddyConfig)> = vec![
         ("region", BuddyConfig::region()),
-        ("region min 4K", BuddyConfig::region().min_block(4096)),
         (
-            "virtual min 4K",
-            BuddyConfig::virtual_ranges().min_block(4096),
-        ),
-        (
-            "region, 64 MiB arenas",
-            BuddyConfig::region().arena_size(64 << 20),
-        ),
-        (
-            "region, 512 MiB arenas",
-            BuddyConfig::region().arena_size(512 << 20),
-        ),
-        (
-            "region, 1 GiB arenas",
-            BuddyConfig::region().arena_size(1 << 30),
+            "region, whole blocks",
+            BuddyConfig::region().trim_tail(false),
         ),
         (
             "region, 2 GiB arenas",
             BuddyConfig::region().arena_size(2 << 30),
-        ),
-        (
-            "region, 4 GiB arenas",
-            BuddyConfig::region().arena_size(4 << 30),
-        ),
-        (
-            "region, 1 GiB quick 0",
-            BuddyConfig::region().arena_size(1 << 30).quick_depth(0),
-        ),
-        (
-            "region, whole blocks",
-            BuddyConfig::region().trim_tail(false),
         ),
         ("virtual", BuddyConfig::virtual_ranges()),
         (
@@ -177,41 +156,27 @@ fn main() {
             BuddyConfig::virtual_ranges().trim_tail(false),
         ),
         (
-            "virtual quick 0",
+            "virtual, no quick lists",
             BuddyConfig::virtual_ranges().quick_depth(0),
         ),
         (
-            "virtual slack 1/16",
+            "virtual, slack 0",
             BuddyConfig::virtual_ranges().unmap_policy(UnmapPolicy {
-                slack_fraction: 1.0 / 16.0,
-                ..UnmapPolicy::default()
-            }),
-        ),
-        (
-            "virtual slack 1/8",
-            BuddyConfig::virtual_ranges().unmap_policy(UnmapPolicy {
-                slack_fraction: 1.0 / 8.0,
-                ..UnmapPolicy::default()
-            }),
-        ),
-        (
-            "virtual slack inf",
-            BuddyConfig::virtual_ranges().unmap_policy(UnmapPolicy {
-                slack_fraction: 100.0,
-                ..UnmapPolicy::default()
-            }),
-        ),
-        (
-            "virtual slack 0",
-            BuddyConfig::virtual_ranges().unmap_policy(UnmapPolicy {
-                slack_fraction: 0.0,
                 slack_min: 0,
-                ..UnmapPolicy::default()
+                ..slack(0.0)
             }),
         ),
         (
-            "virtual, no high-water cache",
-            BuddyConfig::virtual_ranges().unmap_policy(strict),
+            "virtual, slack 1/16",
+            BuddyConfig::virtual_ranges().unmap_policy(slack(1.0 / 16.0)),
+        ),
+        (
+            "virtual, slack 1/8",
+            BuddyConfig::virtual_ranges().unmap_policy(slack(1.0 / 8.0)),
+        ),
+        (
+            "virtual, no high-water",
+            BuddyConfig::virtual_ranges().unmap_policy(no_high_water),
         ),
     ];
     println!(

@@ -81,18 +81,22 @@ pub struct BuddyConfig {
     pub arena_size: Option<usize>,
     /// Regions, virtual ranges, or whichever the backend offers (default `Auto`).
     pub mode: BuddyMode,
-    /// Freed blocks kept per order without merging them with their buddies, so that a
-    /// block freed and asked for again costs no split and no merge (default 8). They
-    /// are merged before an arena is added and by `trim`.
+    /// Whole blocks (not trimmed) kept per order after their free without merging
+    /// them with their buddies, so that a size freed and asked for again costs no split
+    /// and no merge (default 8). They are merged before an arena is added, by `trim`,
+    /// and in virtual mode when no fully mapped block is found.
     pub quick_depth: usize,
-    /// Region mode: hand out a block's bytes rounded up only to a sixteenth of its
-    /// power of two (at least the smallest block), and give the rest back to the free
-    /// lists as smaller blocks (default true), so rounding costs at most 1/16 of a
-    /// block instead of up to half, at the price of a few more splits and merges per
-    /// block. When false, a block keeps its whole power of two.
-    /// Virtual mode keeps blocks whole: there the tail is address space with no memory
-    /// behind it, and whole blocks keep each address range to blocks of like sizes,
-    /// whose pages are then reused more often.
+    /// Give the unused tail of a block's power of two back to the free lists, as
+    /// smaller blocks of their own (default true):
+    /// - in region mode a block then grants its size rounded up to a sixteenth of its
+    ///   power of two (at least the smallest block), so rounding costs at most 1/16 of
+    ///   the block instead of up to half, for a few more splits and merges;
+    /// - in virtual mode a block of a page or more grants its size rounded up to a
+    ///   page either way (only those pages are mapped); trimming gives the address
+    ///   space past them to other blocks, which keeps mapped pages closer together
+    ///   and on the bundled traces maps less.
+    ///
+    /// When false, a block keeps its whole power of two.
     pub trim_tail: bool,
     /// When unused pages are unmapped in virtual mode.
     pub unmap: UnmapPolicy,

@@ -3,29 +3,37 @@
 //! A buddy allocator for large device blocks.
 //!
 //! Blocks are powers of two, from [`BuddyConfig::min_block`] up to
-//! `2^`[`BuddyConfig::max_order`]. Each order has a free list; an allocation splits the
-//! smallest free block that fits, and a free merges the block with its buddy for as
-//! long as the buddy is free too. A node per block, made in pairs, lets each step find
-//! the buddy and the parent in O(1), so every operation is O(orders). The last few
-//! blocks freed per order are kept unmerged ([`BuddyConfig::quick_depth`]) so that
-//! work which frees and allocates the same sizes costs neither splits nor merges.
+//! `2^`[`BuddyConfig::max_order`]. Each order has a free list; an allocation splits a
+//! free block that fits, and a free merges the block with its buddy for as long as
+//! the buddy is free too. A node per block, made in pairs, lets each step find the
+//! buddy and the parent in O(1), so every operation is O(orders). All metadata lives
+//! on the host.
+//!
+//! - **Trimmed tails** ([`BuddyConfig::trim_tail`]): a block hands out its size rounded
+//!   up to a sixteenth of its power of two (a page in virtual mode), and the rest of
+//!   the power of two goes back to the free lists as smaller blocks.
+//! - **Quick lists** ([`BuddyConfig::quick_depth`]): the last few whole blocks freed
+//!   per order are kept unmerged, so that work which frees and allocates the same
+//!   sizes costs neither splits nor merges.
+//! - **Growth**: when no free block fits, a new arena is taken from the backend, at
+//!   least as large as the request rounded up to a power of two; `trim` gives back
+//!   arenas that are wholly free.
 //!
 //! Two modes ([`BuddyMode`]):
 //!
-//! - **Region**: each arena is one contiguous backend region. Rounding up to a power
-//!   of two costs device memory.
+//! - **Region**: each arena is one contiguous backend region. New blocks go to the
+//!   lowest free address that fits (address-ordered first fit), which keeps large
+//!   free blocks whole.
 //! - **Virtual**: each arena is a large reserved address range, and only the bytes a
 //!   block needs are backed by mapped pages (its size rounded up to a page; blocks
 //!   smaller than a page share pages). Rounding then costs address space, not memory.
 //!   Freed pages stay mapped for the next block, new blocks go where pages are mapped,
-//!   and unused pages are unmapped by [`UnmapPolicy`].
-//!
-//! When no free block fits, a new arena is taken from the backend, at least as large
-//! as the request rounded up to a power of two; `trim` gives back arenas that are
-//! wholly free. All metadata lives on the host.
+//!   pages are mapped in one call per contiguous run, and unused pages are unmapped by
+//!   [`UnmapPolicy`].
 //!
 //! [`buddy`] builds the [`Allocator`](devpool_core::Allocator): one [`BuddyPool`] per
-//! stream, with stream-ordered reuse.
+//! stream, with stream-ordered reuse. [`BuddyPool::detail`] says what a pool holds,
+//! order by order.
 //!
 //! ```
 //! use devpool_buddy::{buddy, BuddyConfig};
@@ -35,6 +43,7 @@
 //! assert_eq!(alloc.name(), "buddy-virtual");
 //! let b = alloc.alloc(100 << 20).unwrap();
 //! assert_eq!(b.size, 100 << 20, "backed to the page, not to 128 MiB");
+//! assert_eq!(mock.counters().bytes_in_use.current, 100 << 20);
 //! alloc.free(b).unwrap();
 //! alloc.trim().unwrap();
 //! assert_eq!(mock.counters().bytes_in_use.current, 0);

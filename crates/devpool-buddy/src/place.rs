@@ -12,8 +12,9 @@
 //!   from the smallest that fits are scored by how many of the pages the block needs
 //!   are already mapped (then smaller order, then lower address), a bounded number of
 //!   them; each split keeps the half with more mapped pages, and a half with no page
-//!   mapped at its start goes to the back of its free list. Free blocks smaller than a
-//!   page always lie in a page in use, hence mapped, so they are taken as they come.
+//!   mapped at its start goes to the back of its free list. A free block smaller than
+//!   a page lies in a page in use, hence mapped (its buddy, or a block near it, is
+//!   live), so it is taken as it comes.
 //!   When no candidate is fully mapped, the quick lists are merged first (a block kept
 //!   unmerged may hide a mapped range) and the search runs once more.
 
@@ -58,7 +59,7 @@ impl BuddyPool {
 
     /// Region mode: the quick list, then address-ordered first fit.
     fn find_lowest(&self, g: &mut Inner, order: u32, size: u64) -> Option<u32> {
-        if let Some(i) = g.tree.take_quick(order, size) {
+        if let Some(i) = g.tree.pop_quick(order) {
             return Some(i);
         }
         let &a = g.by_base.iter().find(|&&a| g.tree.arena_fit(a) >= order)?;
@@ -75,10 +76,6 @@ impl BuddyPool {
         let mut best: Option<((usize, i64, i64), u32)> = None;
         let mut q = g.tree.quick_head(order);
         while q != NIL {
-            if !g.tree.quick_fits(q, size) {
-                q = g.tree.next_in_list(q);
-                continue;
-            }
             let w = self.warmth(g, q, n);
             if w == n {
                 g.tree.unlink(q);

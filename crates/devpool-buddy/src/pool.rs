@@ -288,7 +288,7 @@ impl Pool for BuddyPool {
         let mut g = self.inner.lock();
         let i = self.place(&mut g, order, granted)?;
         let gen = g.tree.make_live(i, req.size as u64);
-        if granted < 1 << order && self.r.rounding.trims() && g.tree.node(i).state == State::Live {
+        if granted < 1 << order && self.r.rounding.trims() {
             g.tree.trim(i, granted);
         }
         let addr = g.tree.node(i).addr;

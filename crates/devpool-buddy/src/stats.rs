@@ -62,8 +62,9 @@ pub struct BuddyStats {
     pub granted_bytes: u64,
     /// Device bytes lost to rounding: granted minus requested bytes of live blocks.
     pub rounding_bytes: u64,
-    /// Address space lost to rounding in virtual mode: power-of-two blocks minus
-    /// granted bytes of live blocks (no memory behind it). Zero in region mode.
+    /// Address space that live blocks hold past their granted bytes: the tails of
+    /// untrimmed virtual blocks, with no memory behind them. Zero when tails are
+    /// trimmed, and in region mode (where a whole block is granted).
     pub address_rounding_bytes: u64,
 }
 

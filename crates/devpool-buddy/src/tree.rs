@@ -31,9 +31,6 @@ pub(crate) enum State {
     Head,
     /// A live piece of a trimmed block (freed with its head).
     Piece,
-    /// A trimmed block freed into its quick list with its pieces kept, ready to be
-    /// handed out again for the same length.
-    QuickHead,
     /// A block split into the two children at `child` and `child + 1`.
     Split,
     /// A free block taken out of every list, about to be split or handed out.
@@ -161,7 +158,7 @@ impl Tree {
             let n = self.node(i);
             let v = match n.state {
                 State::Free => n.order,
-                State::Split | State::Head | State::QuickHead => self
+                State::Split | State::Head => self
                     .node(n.child)
                     .max_free
                     .max(self.node(n.child + 1).max_free),
@@ -195,7 +192,7 @@ impl Tree {
             let n = self.node(i);
             match n.state {
                 State::Free => return Some(i),
-                State::Split | State::Head | State::QuickHead => {
+                State::Split | State::Head => {
                     i = if u32::from(self.node(n.child).max_free) >= order {
                         n.child
                     } else {
@@ -338,10 +335,7 @@ impl Tree {
     /// Take `i` out of its free or quick list; it becomes [`State::Taken`].
     pub fn unlink(&mut self, i: u32) {
         let n = *self.node(i);
-        debug_assert!(matches!(
-            n.state,
-            State::Free | State::Quick | State::QuickHead
-        ));
+        debug_assert!(matches!(n.state, State::Free | State::Quick));
         let quick = n.state != State::Free;
         let order = n.order as usize;
         if n.prev != NIL {
@@ -368,13 +362,8 @@ impl Tree {
         let m = self.node_mut(i);
         m.prev = NIL;
         m.next = NIL;
-        if n.state == State::QuickHead {
-            // Still trimmed, its tail still free: it stays a head.
-            m.state = State::Head;
-        } else {
-            m.state = State::Taken;
-            m.max_free = 0;
-        }
+        m.state = State::Taken;
+        m.max_free = 0;
     }
 
     /// Add an arena's root block: `2^order` bytes at `addr`, free. Returns its node.
@@ -451,57 +440,17 @@ impl Tree {
         self.link_at(i, false, true);
     }
 
-    /// Hand out a taken block (it becomes live) or a trimmed block taken from a quick
-    /// list (it stays a head). Returns its new generation.
+    /// Hand out a taken block: it becomes live. Returns its new generation.
     #[inline]
     pub fn make_live(&mut self, i: u32, requested: u64) -> u32 {
         let n = self.node_mut(i);
-        debug_assert!(matches!(n.state, State::Taken | State::Head));
-        if n.state == State::Taken {
-            n.state = State::Live;
-        }
+        debug_assert_eq!(n.state, State::Taken);
+        n.state = State::Live;
         n.requested = requested;
         n.gen = (n.gen + 1) & GEN_MASK;
         let (order, gen) = (n.order as usize, n.gen);
         self.live[order] += 1;
         gen
-    }
-
-    /// Whether quick block `i` can serve `len` bytes: a whole block can (trimmed
-    /// afterwards if need be), a trimmed one only for the very same length.
-    #[inline]
-    pub fn quick_fits(&self, i: u32, len: u64) -> bool {
-        let n = self.node(i);
-        n.state == State::Quick || self.trimmed_len(n.order.into(), n.requested) == len
-    }
-
-    /// Take a block for `len` bytes out of `order`'s quick list: a trimmed block of
-    /// that very length or a whole block when `len` is the whole order (handed out as
-    /// they are), else a whole block. `None` when there is none.
-    #[inline]
-    pub fn take_quick(&mut self, order: u32, len: u64) -> Option<u32> {
-        let mut whole = NIL;
-        let mut i = self.quick[order as usize].head;
-        while i != NIL {
-            let n = self.node(i);
-            if n.state == State::Quick {
-                if len == 1 << order {
-                    break;
-                }
-                if whole == NIL {
-                    whole = i;
-                }
-            } else if self.quick_fits(i, len) {
-                break;
-            }
-            i = n.next;
-        }
-        let pick = if i != NIL { i } else { whole };
-        if pick == NIL {
-            return None;
-        }
-        self.unlink(pick);
-        Some(pick)
     }
 
     /// Take a block out of `order`'s quick list.
@@ -515,33 +464,25 @@ impl Tree {
         Some(i)
     }
 
-    /// Free a live block: into its quick list while there is room (a trimmed block
-    /// keeps its pieces there), else merged with its buddies.
+    /// Free a live block: a whole block into its quick list while there is room,
+    /// anything else merged with its buddies. (Trimmed blocks are not kept: held
+    /// unmerged with their pieces, they keep others from merging, which on the bundled
+    /// traces costs far more memory than the splits they save.)
     pub fn free_live(&mut self, i: u32) {
         let n = *self.node(i);
         let order = n.order as usize;
-        let room = self.quick[order].len < self.quick_depth;
         self.live[order] -= 1;
-        match n.state {
-            State::Live => {
-                self.node_mut(i).state = State::Taken;
-                if room {
-                    self.link(i, true);
-                } else {
-                    self.merge(i);
-                }
-            }
-            _ => {
-                debug_assert_eq!(n.state, State::Head);
-                if room {
-                    // Its value (the free tail below it) does not change.
-                    self.link(i, true);
-                    self.node_mut(i).state = State::QuickHead;
-                } else {
-                    let len = self.trimmed_len(order as u32, n.requested);
-                    self.free_trimmed(i, len);
-                }
-            }
+        if n.state == State::Head {
+            let len = self.trimmed_len(order as u32, n.requested);
+            self.free_trimmed(i, len);
+            return;
+        }
+        debug_assert_eq!(n.state, State::Live);
+        self.node_mut(i).state = State::Taken;
+        if self.quick[order].len < self.quick_depth {
+            self.link(i, true);
+        } else {
+            self.merge(i);
         }
     }
 
@@ -635,13 +576,7 @@ impl Tree {
         while self.quick_mask != 0 {
             let order = self.quick_mask.trailing_zeros();
             while let Some(i) = self.pop_quick(order) {
-                let n = self.node(i);
-                if n.state == State::Head {
-                    let len = self.trimmed_len(order, n.requested);
-                    self.free_trimmed(i, len);
-                } else {
-                    self.merge(i);
-                }
+                self.merge(i);
             }
         }
     }
@@ -668,7 +603,7 @@ impl Tree {
             if self.track {
                 let want = match n.state {
                     State::Free => n.order,
-                    State::Split | State::Head | State::QuickHead => self
+                    State::Split | State::Head => self
                         .node(n.child)
                         .max_free
                         .max(self.node(n.child + 1).max_free),
@@ -684,20 +619,16 @@ impl Tree {
                 State::Live => seen_live[o] += 1,
                 State::Piece => {
                     let mut up = n.parent;
-                    while up != NIL
-                        && !matches!(self.node(up).state, State::Head | State::QuickHead)
-                    {
+                    while up != NIL && self.node(up).state != State::Head {
                         up = self.node(up).parent;
                     }
                     if up == NIL {
                         return Err(format!("piece {i} lies under no trimmed block"));
                     }
                 }
-                State::Split | State::Head | State::QuickHead => {
-                    match n.state {
-                        State::Head => seen_live[o] += 1,
-                        State::QuickHead => seen_quick[o] += 1,
-                        _ => {}
+                State::Split | State::Head => {
+                    if n.state == State::Head {
+                        seen_live[o] += 1;
                     }
                     let (l, r) = (self.node(n.child), self.node(n.child + 1));
                     let half = 1u64 << (n.order - 1);
@@ -734,8 +665,7 @@ impl Tree {
                 let (mut at, mut count, mut prev) = (list.head, 0, NIL);
                 while at != NIL {
                     let n = self.node(at);
-                    let same =
-                        n.state == state || (state == State::Quick && n.state == State::QuickHead);
+                    let same = n.state == state;
                     if !same || n.order as usize != o || n.prev != prev {
                         return Err(format!("order {o}: {state:?} list holds {n:?}"));
                     }
@@ -849,29 +779,6 @@ mod tests {
         t.free_live(b);
         t.validate(&[root]).unwrap();
         assert_eq!(t.free_orders_from(0), 1 << 20, "one free block again");
-    }
-
-    #[test]
-    fn a_trimmed_block_comes_back_whole_from_its_quick_list() {
-        let mut t = Tree::new(2, true, SIXTEENTH);
-        let root = t.add_root(0, 20, 0);
-        let a = take_leaf(&mut t, 20).unwrap();
-        let len = 3 << 18;
-        t.make_live(a, len);
-        t.trim(a, len);
-        t.free_live(a);
-        t.validate(&[root]).unwrap();
-        assert_eq!(t.list_lens(20), (0, 1), "kept with its pieces");
-        assert_eq!(t.list_lens(18), (1, 0), "its tail is still free for others");
-        assert_eq!(t.take_quick(20, 1 << 20), None, "not for another length");
-        let b = t.take_quick(20, len).unwrap();
-        assert_eq!(b, a);
-        t.make_live(b, len - 5);
-        t.validate(&[root]).unwrap();
-        t.free_live(b);
-        t.flush_quick();
-        t.validate(&[root]).unwrap();
-        assert_eq!(t.free_orders_from(0), 1 << 20);
     }
 
     #[test]
