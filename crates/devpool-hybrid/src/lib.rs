@@ -4,8 +4,8 @@
 //!
 //! | route | sizes (training preset) | strategy |
 //! |---|---|---|
-//! | small | up to 1 MiB | [`devpool_slab`]: size classes, O(1), per-thread caches |
-//! | large | above 1 MiB | a virtual-memory strategy: TLSF best fit ([`devpool_tlsf`]) or buddy ([`devpool_buddy`]), pages mapped only for bytes in use |
+//! | small | up to 64 KiB | [`devpool_slab`]: size classes, O(1), per-thread caches |
+//! | large | above 64 KiB | a virtual-memory strategy: TLSF best fit ([`devpool_tlsf`]) or buddy ([`devpool_buddy`]), pages mapped only for bytes in use |
 //! | huge | from the `huge_min` threshold (off in the presets) | one backend region per block ([`devpool_core::DirectPool`]) |
 //!
 //! Routing is one or two compares on the request size; a block remembers its route

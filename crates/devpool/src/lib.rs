@@ -68,7 +68,7 @@ pub const STRATEGIES: &[Strategy] = &[
     },
     Strategy {
         name: "hybrid",
-        about: "slab up to 1 MiB, TLSF over virtual memory above (training preset)",
+        about: "slab up to 64 KiB, TLSF over virtual memory above (training preset)",
     },
     Strategy {
         name: "hybrid-inference",
