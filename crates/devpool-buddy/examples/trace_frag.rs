@@ -3,7 +3,9 @@
 //! Replays each trace in traces/ (gzip CSV in RMM's log format) through the buddy
 //! allocator on a fresh mock device per run, and prints the peak device bytes held
 //! from the backend over the peak live requested bytes (1.000 is the floor), with the
-//! backend's map and unmap calls per 1000 operations.
+//! backend's map, unmap and region calls per 1000 operations (map and unmap also over
+//! the second half of the trace alone, once warm), for the default settings and a few
+//! variants.
 //!
 //! ```sh
 //! cargo run --release -p devpool-buddy --example trace_frag [TRACE_DIR]
@@ -180,18 +182,19 @@ fn main() {
         ),
     ];
     println!(
-        "{:<20} {:<30} {:>10} {:>8} {:>9} {:>11} {:>7} {:>7} {:>12} {:>8}",
+        "{:<20} {:<30} {:>10} {:>8} {:>9} {:>11} {:>9} {:>11} {:>12} {:>8}",
         "trace",
         "allocator",
         "peak dev",
         "ratio",
         "map/1k",
         "unmap/1k",
-        "map2",
-        "unmap2",
+        "map/1k*",
+        "unmap/1k*",
         "region/1k",
         "ns/op"
     );
+    println!("(* in the second half of the trace only, once warm; ratio: peak device bytes over peak live bytes)");
     for name in ["resnet50_train", "gpt2_train_varlen"] {
         let path = dir.join(format!("{name}.csv.gz"));
         let ops = match read_trace(&path) {
@@ -207,7 +210,7 @@ fn main() {
             let o = replay(&ops, *cfg);
             let per_k = |x: u64| x as f64 * 1000.0 / o.ops as f64;
             println!(
-                "{:<20} {:<30} {:>10} {:>8.3} {:>9.2} {:>11.2} {:>7.2} {:>7.2} {:>12.2} {:>8.0}{}",
+                "{:<20} {:<30} {:>10} {:>8.3} {:>9.2} {:>11.2} {:>9.2} {:>11.2} {:>12.2} {:>8.0}{}",
                 name,
                 label,
                 o.peak_device,
