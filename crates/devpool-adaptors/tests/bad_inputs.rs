@@ -345,12 +345,18 @@ pub fn free_on_another_stream(make: &Make) {
     let b = a.allocate(Request::new(4096).on_stream(s1)).unwrap();
     a.deallocate(b, s2)
         .expect("a free on another stream is valid");
+    // Blocks are held until the checks are done: a backend free waits for the device
+    // (as cuMemFree does), which would complete the pending work legitimately.
+    let mut held = Vec::new();
     for s in [s1, s2, StreamId::DEFAULT] {
         let x = a.allocate(Request::new(4096).on_stream(s)).unwrap();
         assert_ne!(
             x.ptr, b.ptr,
             "reused by {s:?} before the free's event completed"
         );
+        held.push(x);
+    }
+    for x in held {
         a.free(x).unwrap();
     }
     mock.complete_stream(s2);
