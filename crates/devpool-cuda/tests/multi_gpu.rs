@@ -11,8 +11,10 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 type Hybrid = devpool_core::StreamOrdered<HybridPool>;
+/// The two backends and one hybrid per device.
+type TwoDevices = (Vec<Arc<CudaBackend>>, Arc<Devices<Hybrid>>);
 
-fn two_devices() -> Option<(Vec<Arc<CudaBackend>>, Arc<Devices<Hybrid>>)> {
+fn two_devices() -> Option<TwoDevices> {
     if devpool_cuda::device_count().unwrap_or(0) < 2 {
         println!("fewer than two devices: nothing to check");
         return None;
