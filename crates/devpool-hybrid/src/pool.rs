@@ -109,15 +109,19 @@ impl Pool for HybridPool {
     #[inline]
     fn allocate(&self, req: &Request) -> Result<Block> {
         let route = self.route(req.effective_size());
-        let mut b = match self.pool(route).allocate(req) {
-            // A slab that cannot honour an alignment hands the request on.
-            Err(Error::InvalidAlignment { .. } | Error::TooLarge { .. })
-                if route == Route::Small =>
-            {
-                return self.allocate_on(Route::Large, req);
-            }
-            r => r?,
+        let r = match route {
+            // The slab by name, not through `dyn Pool`: its fast path inlines here.
+            Route::Small => match self.slab.allocate(req) {
+                // A slab that cannot honour an alignment hands the request on.
+                Err(Error::InvalidAlignment { .. } | Error::TooLarge { .. }) => {
+                    return self.allocate_on(Route::Large, req);
+                }
+                r => r,
+            },
+            Route::Large => self.large.pool().allocate(req),
+            Route::Huge => self.huge.allocate(req),
         };
+        let mut b = r?;
         debug_assert!(b.handle <= HANDLE_MASK);
         b.handle |= (route as u64) << ROUTE_SHIFT;
         Ok(b)
@@ -126,7 +130,11 @@ impl Pool for HybridPool {
     #[inline]
     fn deallocate(&self, block: &Block) -> Result<()> {
         let (route, inner) = Self::split(block)?;
-        self.pool(route).deallocate(&inner)
+        match route {
+            Route::Small => self.slab.deallocate(&inner),
+            Route::Large => self.large.pool().deallocate(&inner),
+            Route::Huge => self.huge.deallocate(&inner),
+        }
     }
 
     fn check(&self, block: &Block) -> Result<()> {
