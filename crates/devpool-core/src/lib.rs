@@ -32,6 +32,7 @@ mod mock;
 mod ordered;
 mod rng;
 mod stats;
+mod table;
 mod types;
 
 #[cfg(feature = "testing")]

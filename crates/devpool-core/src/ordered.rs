@@ -29,15 +29,10 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-const EMPTY: u64 = u64::MAX;
+use crate::table::{KeyTable, EMPTY};
 
 /// How many distinct streams one allocator serves by default.
 pub const DEFAULT_MAX_STREAMS: usize = 512;
-
-struct Slot<P> {
-    key: AtomicU64,
-    pool: OnceLock<P>,
-}
 
 struct Pending {
     block: Block,
@@ -75,7 +70,8 @@ pub struct StreamOrdered<P: Pool> {
     backend: Arc<dyn Backend>,
     device: crate::DeviceId,
     factory: Factory<P>,
-    slots: Box<[Slot<P>]>,
+    keys: KeyTable,
+    pools: Box<[OnceLock<P>]>,
     pending: Mutex<PendingQueue>,
     pending_count: AtomicUsize,
     events: Mutex<Vec<EventId>>,
@@ -102,18 +98,15 @@ impl<P: Pool> StreamOrdered<P> {
         factory: impl Fn(StreamId) -> P + Send + Sync + 'static,
     ) -> Self {
         let n = max_streams.max(1).next_power_of_two() * 2;
-        let slots = (0..n)
-            .map(|_| Slot {
-                key: AtomicU64::new(EMPTY),
-                pool: OnceLock::new(),
-            })
-            .collect();
+        let keys = KeyTable::new(n);
+        let pools = (0..n).map(|_| OnceLock::new()).collect();
         StreamOrdered {
             name: name.into(),
             device: backend.device(),
             backend,
             factory: Box::new(factory),
-            slots,
+            keys,
+            pools,
             pending: Mutex::new(PendingQueue::default()),
             pending_count: AtomicUsize::new(0),
             events: Mutex::new(Vec::new()),
@@ -124,69 +117,36 @@ impl<P: Pool> StreamOrdered<P> {
     }
 
     #[inline]
-    fn home(&self, stream: StreamId) -> usize {
-        (stream.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & (self.slots.len() - 1)
+    fn pool_at(&self, i: usize, stream: StreamId) -> &P {
+        self.pools[i].get_or_init(|| (self.factory)(stream))
     }
 
     /// The pool of `stream`, if it has one.
     #[inline]
     pub fn pool(&self, stream: StreamId) -> Option<&P> {
-        let mask = self.slots.len() - 1;
-        let mut i = self.home(stream);
-        for _ in 0..self.slots.len() {
-            let slot = &self.slots[i];
-            match slot.key.load(Ordering::Acquire) {
-                k if k == stream.0 => {
-                    return Some(slot.pool.get_or_init(|| (self.factory)(stream)))
-                }
-                EMPTY => return None,
-                _ => i = (i + 1) & mask,
-            }
-        }
-        None
+        self.keys.find(stream.0).map(|i| self.pool_at(i, stream))
     }
 
     fn pool_or_create(&self, stream: StreamId) -> Result<&P> {
         if stream.0 == EMPTY {
             return Err(Error::Unsupported("stream handle u64::MAX is reserved"));
         }
-        let mask = self.slots.len() - 1;
-        let mut i = self.home(stream);
-        for _ in 0..self.slots.len() / 2 {
-            let slot = &self.slots[i];
-            let k = slot.key.load(Ordering::Acquire);
-            if k == stream.0 {
-                return Ok(slot.pool.get_or_init(|| (self.factory)(stream)));
-            }
-            if k == EMPTY {
-                match slot.key.compare_exchange(
-                    EMPTY,
-                    stream.0,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => return Ok(slot.pool.get_or_init(|| (self.factory)(stream))),
-                    Err(now) if now == stream.0 => {
-                        return Ok(slot.pool.get_or_init(|| (self.factory)(stream)))
-                    }
-                    Err(_) => {}
-                }
-            }
-            i = (i + 1) & mask;
+        match self.keys.claim(stream.0) {
+            Some(i) => Ok(self.pool_at(i, stream)),
+            None => Err(Error::Limit(format!(
+                "allocator {} serves at least {} streams, and no more here",
+                self.name,
+                self.keys.len() / 2
+            ))),
         }
-        Err(Error::Limit(format!(
-            "allocator {} serves at most {} streams",
-            self.name,
-            self.slots.len() / 2
-        )))
     }
 
     /// Every stream's pool made so far, with its stream.
     pub fn pools(&self) -> impl Iterator<Item = (StreamId, &P)> {
-        self.slots.iter().filter_map(|s| {
-            let k = s.key.load(Ordering::Acquire);
+        (0..self.keys.len()).filter_map(|i| {
+            let k = self.keys.key(i);
             (k != EMPTY)
-                .then(|| s.pool.get().map(|p| (StreamId(k), p)))
+                .then(|| self.pools[i].get().map(|p| (StreamId(k), p)))
                 .flatten()
         })
     }
