@@ -1,6 +1,5 @@
 //! The findings of the fuzz runs (docs/FUZZING.md, "Findings"), as tests of the code
-//! that owns each bug. They fail until that code is fixed, so they are ignored;
-//! run them with `cargo test -- --ignored`.
+//! that owns each bug; both bugs are fixed, and these tests keep them fixed.
 
 use devpool_trace::{read_rmm_csv, read_trace};
 
@@ -8,7 +7,6 @@ use devpool_trace::{read_rmm_csv, read_trace};
 const F1: &[u8] = b"0,7942967295:0:1,,,,";
 
 #[test]
-#[ignore = "F1: open until the CSV time parser checks for overflow"]
 fn f1_long_hours_are_an_error_not_a_panic() {
     assert!(read_rmm_csv(F1, "f1").is_err());
     assert!(read_rmm_csv(&b"0,999999999999:00:00.0,allocate,0x10,5,0x0\n"[..], "f1").is_err());
@@ -24,7 +22,6 @@ const F2: &[u8] =
     b"0,0:0:0,allocate,1,18446744073709551615,0\n0,0:0:0,allocate,2,18446744073709551615,0\n";
 
 #[test]
-#[ignore = "F2: open until Trace::summary saturates its byte sums"]
 fn f2_huge_sizes_summarize_without_overflow() {
     let trace = read_rmm_csv(F2, "f2").expect("a valid trace");
     let s = trace.summary();

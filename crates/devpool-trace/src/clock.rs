@@ -40,7 +40,11 @@ pub(crate) fn parse_time(s: &str) -> Result<u64, String> {
     } else {
         0
     };
-    Ok(h * HOUR_US + (m * 60 + sec) * 1_000_000 + micro)
+    // Hours may have up to 12 digits: a time past what a u64 of microseconds holds
+    // is malformed input, not a crash.
+    h.checked_mul(HOUR_US)
+        .and_then(|v| v.checked_add((m * 60 + sec) * 1_000_000 + micro))
+        .ok_or_else(|| bad("the time is too large"))
 }
 
 /// Write microseconds as `HH:MM:SS.micro` (hours keep counting past 23, so a trace
@@ -63,17 +67,30 @@ pub(crate) struct Unwrapper {
 impl Unwrapper {
     /// The unwrapped time of `raw`.
     pub(crate) fn unwrap(&mut self, raw: u64) -> u64 {
-        if raw + DAY_US / 2 < self.prev {
-            self.offset += DAY_US;
+        if raw.saturating_add(DAY_US / 2) < self.prev {
+            self.offset = self.offset.saturating_add(DAY_US);
         }
         self.prev = raw;
-        raw + self.offset
+        raw.saturating_add(self.offset)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn huge_hours_are_an_error_not_an_overflow() {
+        // Found by fuzzing the RMM CSV reader.
+        assert!(parse_time("7942967295:0:1").is_err());
+        assert!(parse_time("999999999999:59:59.999999").is_err());
+        let mut u = Unwrapper::default();
+        assert_eq!(u.unwrap(u64::MAX - 1), u64::MAX - 1);
+        assert!(
+            u.unwrap(0) >= DAY_US,
+            "a wrap past midnight still counts a day"
+        );
+    }
 
     #[test]
     fn parses_and_formats() {

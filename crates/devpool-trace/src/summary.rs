@@ -83,17 +83,18 @@ impl Trace {
             match e.action {
                 Action::Allocate => {
                     s.allocations += 1;
-                    s.total_allocated_bytes += e.size as u64;
+                    s.total_allocated_bytes = s.total_allocated_bytes.saturating_add(e.size as u64);
                     s.max_request = s.max_request.max(e.size as u64);
                     if e.size <= SMALL_REQUEST {
                         s.small_allocations += 1;
                     }
                     if let Some(old) = live.insert(e.ptr, e.size) {
                         s.missing_frees += 1;
-                        live_bytes -= old as u64;
+                        live_bytes = live_bytes.saturating_sub(old as u64);
                         live_blocks -= 1;
                     }
-                    live_bytes += e.size as u64;
+                    // Sizes come from the file: a sum past u64 saturates, never panics.
+                    live_bytes = live_bytes.saturating_add(e.size as u64);
                     live_blocks += 1;
                     s.peak_live_bytes = s.peak_live_bytes.max(live_bytes);
                     s.peak_live_blocks = s.peak_live_blocks.max(live_blocks);
@@ -102,7 +103,7 @@ impl Trace {
                     s.frees += 1;
                     match live.remove(&e.ptr) {
                         Some(size) => {
-                            live_bytes -= size as u64;
+                            live_bytes = live_bytes.saturating_sub(size as u64);
                             live_blocks -= 1;
                         }
                         None => s.unmatched_frees += 1,

@@ -161,3 +161,22 @@ proptest! {
         let _ = read_pytorch_snapshot(&data, "p");
     }
 }
+
+/// Found by fuzzing: a time with a huge hour count is a parse error naming the line,
+/// and request sizes near `usize::MAX` are summed without overflow.
+#[test]
+fn fuzz_findings_are_errors_or_saturate() {
+    let csv = "0,7942967295:0:1,,,,\n";
+    match read_rmm_csv(csv.as_bytes(), "f1") {
+        Err(e) => assert_eq!(e.line(), Some(1), "{e}"),
+        Ok(t) => panic!("read {} events from a malformed line", t.events.len()),
+    }
+    let huge = format!(
+        "{HEADER}\n0,0:0:0,allocate,1,{m},0\n0,0:0:0,allocate,2,{m},0\n",
+        m = usize::MAX
+    );
+    let t = read_rmm_csv(huge.as_bytes(), "f2").expect("two well-formed rows");
+    let s = t.summary();
+    assert_eq!(s.allocations, 2);
+    assert_eq!(s.peak_live_bytes, u64::MAX, "the sum saturates");
+}
