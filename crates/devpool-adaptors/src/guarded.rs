@@ -139,21 +139,9 @@ impl<A: Allocator> Guarded<A> {
         }
     }
 
-    fn check_device(&self, block: &Block) -> Result<()> {
-        let dev = self.inner.device();
-        if block.device != dev {
-            return Err(Error::WrongDevice {
-                ptr: block.ptr,
-                block_device: block.device,
-                allocator_device: dev,
-            });
-        }
-        Ok(())
-    }
-
     /// The entry of `block`, taken out of the table when `take`.
     fn lookup(&self, block: &Block, take: bool) -> Result<Entry> {
-        self.check_device(block)?;
+        block.check_device(self.inner.device())?;
         let mut live = self.live.lock();
         match live.get(&block.ptr.0) {
             Some(e) if e.user == *block => {

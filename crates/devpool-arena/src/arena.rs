@@ -115,18 +115,6 @@ impl Arena {
         &self.cfg
     }
 
-    fn check_device(&self, block: &Block) -> Result<()> {
-        let dev = self.inner.device();
-        if block.device != dev {
-            return Err(Error::WrongDevice {
-                ptr: block.ptr,
-                block_device: block.device,
-                allocator_device: dev,
-            });
-        }
-        Ok(())
-    }
-
     fn take_recorded(&self, block: &Block) -> Vec<StreamId> {
         if self.recorded_count.load(Ordering::Acquire) == 0 {
             return Vec::new();
@@ -163,7 +151,7 @@ impl Allocator for Arena {
 
     #[inline]
     fn deallocate(&self, block: Block, stream: StreamId) -> Result<()> {
-        self.check_device(&block)?;
+        block.check_device(self.inner.device())?;
         let pool = self
             .inner
             .pool(block.stream)
@@ -185,7 +173,7 @@ impl Allocator for Arena {
     }
 
     fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
-        self.check_device(block)?;
+        block.check_device(self.inner.device())?;
         let pool = self
             .inner
             .pool(block.stream)

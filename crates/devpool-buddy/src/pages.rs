@@ -30,6 +30,21 @@ fn for_words(start: usize, n: usize, mut f: impl FnMut(usize, u64)) {
         at = w * 64 + hi;
     }
 }
+/// Set (or clear) bits `start..start + n` of `bits`.
+#[inline]
+fn set_bits(bits: &mut [u64], start: usize, n: usize, on: bool) {
+    for_words(
+        start,
+        n,
+        |w, m| {
+            if on {
+                bits[w] |= m
+            } else {
+                bits[w] &= !m
+            }
+        },
+    );
+}
 
 impl Pages {
     /// State for `count` pages, none mapped.
@@ -71,35 +86,13 @@ impl Pages {
 
     /// Mark `start..start + n` mapped (or not).
     pub fn set_mapped(&mut self, start: usize, n: usize, on: bool) {
-        let bits = &mut self.mapped;
-        for_words(
-            start,
-            n,
-            |w, m| {
-                if on {
-                    bits[w] |= m
-                } else {
-                    bits[w] &= !m
-                }
-            },
-        );
+        set_bits(&mut self.mapped, start, n, on);
     }
 
     /// Mark `start..start + n` in use (or not).
     #[inline]
     pub fn set_used(&mut self, start: usize, n: usize, on: bool) {
-        let bits = &mut self.used;
-        for_words(
-            start,
-            n,
-            |w, m| {
-                if on {
-                    bits[w] |= m
-                } else {
-                    bits[w] &= !m
-                }
-            },
-        );
+        set_bits(&mut self.used, start, n, on);
     }
 
     /// Add a sharer to page `p`; returns the count before.

@@ -263,19 +263,6 @@ impl<P: Pool> StreamOrdered<P> {
             note: format!("allocator {}; {note}", self.name),
         }))
     }
-
-    #[inline]
-    fn check_device(&self, block: &Block) -> Result<()> {
-        let dev = self.device;
-        if block.device != dev {
-            return Err(Error::WrongDevice {
-                ptr: block.ptr,
-                block_device: block.device,
-                allocator_device: dev,
-            });
-        }
-        Ok(())
-    }
 }
 
 impl<P: Pool> Allocator for StreamOrdered<P> {
@@ -319,7 +306,7 @@ impl<P: Pool> Allocator for StreamOrdered<P> {
 
     #[inline]
     fn deallocate(&self, block: Block, stream: StreamId) -> Result<()> {
-        self.check_device(&block)?;
+        block.check_device(self.device)?;
         let pool = self
             .pool(block.stream)
             .ok_or(Error::NotOwned { ptr: block.ptr })?;
@@ -371,7 +358,7 @@ impl<P: Pool> Allocator for StreamOrdered<P> {
     }
 
     fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
-        self.check_device(block)?;
+        block.check_device(self.device)?;
         let pool = self
             .pool(block.stream)
             .ok_or(Error::NotOwned { ptr: block.ptr })?;

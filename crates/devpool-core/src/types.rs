@@ -171,6 +171,22 @@ pub struct Block {
     pub handle: u64,
 }
 
+impl Block {
+    /// `Ok` when the block lives on `device`, else the
+    /// [`WrongDevice`](crate::Error::WrongDevice) error an allocator of `device` answers.
+    #[inline]
+    pub fn check_device(&self, device: DeviceId) -> crate::Result<()> {
+        if self.device != device {
+            return Err(crate::Error::WrongDevice {
+                ptr: self.ptr,
+                block_device: self.device,
+                allocator_device: device,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Round `x` up to a multiple of `align` (a power of two), or `None` on overflow.
 ///
 /// ```
