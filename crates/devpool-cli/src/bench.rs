@@ -1,6 +1,6 @@
 //! `devpool bench`: latency workloads per strategy.
 
-use crate::target::{build, fresh_backend, strategies};
+use crate::target::fresh_backend;
 use crate::BackendArgs;
 use devpool_core::Rng;
 use devpool_core::{Allocator, Block, Request, StreamId};
@@ -14,6 +14,8 @@ pub struct BenchArgs {
     pub threads: Vec<usize>,
     pub steps: usize,
     pub pairs: usize,
+    /// Live-block counts of the scaling workload (`live N`); none: not run.
+    pub live: Vec<usize>,
 }
 
 /// One measured figure.
@@ -137,7 +139,7 @@ fn threads_pairs(alloc: Arc<dyn Allocator>, threads: usize, size: usize) -> (u64
     (total, start.elapsed(), fails)
 }
 
-fn result(
+pub(crate) fn result(
     strategy: &str,
     workload: &str,
     threads: usize,
@@ -158,7 +160,7 @@ fn result(
 }
 
 pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<(), String> {
-    let names = strategies(&args.strategies, backend_args)?;
+    let names = crate::reference::with_references(&args.strategies, backend_args)?;
     let mut threads = args.threads.clone();
     if threads.is_empty() {
         let n = std::thread::available_parallelism()
@@ -170,7 +172,7 @@ pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<(), String> 
     let be = backend_args.backend.as_str();
     for s in &names {
         let target = fresh_backend(backend_args)?;
-        let alloc: Arc<dyn Allocator> = Arc::from(build(s, &target)?);
+        let alloc: Arc<dyn Allocator> = Arc::from(crate::reference::build(s, &target)?);
         for (w, size) in [
             ("pair 4 KiB", 4usize << 10),
             ("pair 1 MiB", 1 << 20),
@@ -210,6 +212,8 @@ pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<(), String> 
             }
         }
     }
+    let live = crate::live::run_all(&names, &args.live, backend_args, args.json)?;
+    out.extend(live.iter().cloned());
     if args.json {
         println!(
             "{}",
@@ -217,6 +221,7 @@ pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<(), String> 
         );
     } else {
         print_table(&out, &threads);
+        crate::live::print_results(&live, &args.live);
     }
     Ok(())
 }

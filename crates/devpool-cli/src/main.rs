@@ -4,6 +4,8 @@
 mod bench;
 mod compare;
 mod info;
+mod live;
+mod reference;
 mod target;
 
 use clap::{Parser, Subcommand};
@@ -73,7 +75,8 @@ enum Command {
     /// Latency workloads for every strategy: same-size pairs at 4 KiB, 1 MiB and
     /// 64 MiB, the RMM-style random loop, and pairs on 1 and N threads each on its own
     /// stream. With `--backend cuda`, the driver's own allocators (cuMemAlloc,
-    /// cuMemAllocAsync) run the same workloads in the same process.
+    /// cuMemAllocAsync) run the same workloads in the same process. The host's
+    /// `malloc` runs them too, first, as a reference for host bookkeeping.
     Bench {
         /// Print a JSON array of {strategy, workload, threads, ns_per_op, ...}.
         #[arg(long)]
@@ -90,6 +93,11 @@ enum Command {
         /// Pairs per single-thread pair workload.
         #[arg(long, default_value_t = 200_000)]
         pairs: usize,
+        /// The scaling workload for these live-block counts (e.g. 1000,1000000): N
+        /// blocks of 256 B to 256 KiB stay live while each step frees a random one
+        /// and allocates another; ns per operation at each N. Not run by default.
+        #[arg(long, value_delimiter = ',')]
+        live: Vec<usize>,
         #[command(flatten)]
         backend: BackendArgs,
     },
@@ -125,6 +133,7 @@ fn main() -> ExitCode {
             threads,
             steps,
             pairs,
+            live,
             backend,
         } => bench::bench(
             bench::BenchArgs {
@@ -133,6 +142,7 @@ fn main() -> ExitCode {
                 threads,
                 steps,
                 pairs,
+                live,
             },
             &backend,
         ),

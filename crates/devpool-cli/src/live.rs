@@ -1,0 +1,187 @@
+//! The scaling workload of `devpool bench --live N,...`: does an operation cost more
+//! when many blocks are live?
+//!
+//! `live N` first allocates N blocks of random sizes, log-uniform from 256 B to
+//! 256 KiB (a fifth of them above the hybrid's 64 KiB small route, so both routes
+//! hold many blocks), without timing. Then each timed step frees a random live block
+//! and allocates one of a random size in its place, so N blocks stay live. The
+//! figure is wall-clock nanoseconds per operation (a free or an allocation).
+//!
+//! The caller's own table of N blocks is part of every step, as it is in real
+//! programs, and it outgrows the caches as N grows. The first row, `caller only`,
+//! runs the same steps with an allocator that does no work: the workload's own share
+//! of each figure.
+
+use crate::bench::{result, BenchResult};
+use crate::target::fresh_backend;
+use crate::BackendArgs;
+use devpool_core::{Allocator, Block, Rng};
+use std::time::{Duration, Instant};
+
+/// Smallest and largest request of the workload.
+pub const SIZES: (usize, usize) = (256, 256 << 10);
+
+/// Most time the filling may take; a slow allocator stops early and the blocks it
+/// did not reach count as failures.
+const FILL_BUDGET: Duration = Duration::from_secs(20);
+
+/// What one `live N` run measured.
+pub struct LiveRun {
+    /// Operations timed (two per step).
+    pub ops: u64,
+    /// Wall-clock time of the timed steps.
+    pub took: Duration,
+    /// Failed allocations, plus the blocks the filling did not reach.
+    pub failures: u64,
+}
+
+/// Run `live n` with at most `steps` timed steps (fewer when `budget` runs out).
+pub fn live(alloc: &dyn Allocator, n: usize, steps: usize, budget: Duration) -> LiveRun {
+    let mut rng = Rng::new(0x11FE ^ n as u64);
+    let sizes: Vec<usize> = (0..4096)
+        .map(|_| rng.log_uniform(SIZES.0, SIZES.1))
+        .collect();
+    let mut live: Vec<Block> = Vec::with_capacity(n);
+    let mut failures = 0u64;
+    let fill = Instant::now();
+    while live.len() < n {
+        match alloc.alloc(sizes[rng.next_u64() as usize & 4095]) {
+            Ok(b) => live.push(b),
+            Err(_) => failures += 1,
+        }
+        if failures > n as u64 / 100 + 10
+            || (live.len().is_multiple_of(1024) && fill.elapsed() > FILL_BUDGET)
+        {
+            break;
+        }
+    }
+    failures += (n - live.len()) as u64;
+    let start = Instant::now();
+    let mut done = 0usize;
+    while done < steps && !live.is_empty() {
+        let r = rng.next_u64();
+        let i = (((r >> 32) * live.len() as u64) >> 32) as usize;
+        alloc.free(live[i]).expect("free of a live block");
+        match alloc.alloc(sizes[r as usize & 4095]) {
+            Ok(b) => live[i] = b,
+            Err(_) => {
+                failures += 1;
+                live.swap_remove(i);
+            }
+        }
+        done += 1;
+        if done.is_multiple_of(1024) && start.elapsed() > budget {
+            break;
+        }
+    }
+    let took = start.elapsed();
+    for b in live {
+        alloc.free(b).expect("free of a live block");
+    }
+    LiveRun {
+        ops: 2 * done as u64,
+        took,
+        failures,
+    }
+}
+
+/// Steps per `live N` figure at most; the time budget usually ends it first.
+const STEPS: usize = 1_000_000;
+
+/// Most time the timed steps of one figure may take.
+const BUDGET: Duration = Duration::from_millis(1500);
+
+/// Run `live N` for every strategy in `names` and every count in `counts`, each on a
+/// fresh backend. Not for the arena, which reuses no memory before a reset, nor for
+/// the host `malloc` reference, whose blocks would be real host memory.
+pub fn run_all(
+    names: &[String],
+    counts: &[usize],
+    backend_args: &BackendArgs,
+    json: bool,
+) -> Result<Vec<BenchResult>, String> {
+    let mut out = Vec::new();
+    if counts.contains(&0) {
+        return Err("--live: a live-block count must be at least 1".into());
+    }
+    let skip = |s: &str| s == "arena" || crate::reference::REFERENCES.contains(&s);
+    let first = (!counts.is_empty()).then(|| crate::reference::CALLER_ONLY.to_string());
+    for s in first.iter().chain(names.iter().filter(|s| !skip(s))) {
+        for &n in counts {
+            let target = fresh_backend(backend_args)?;
+            let alloc = crate::reference::build(s, &target)?;
+            let r = live(&*alloc, n, STEPS, BUDGET);
+            let w = format!("live {n}");
+            let row = result(s, &w, 1, (r.ops, r.took, r.failures), &backend_args.backend);
+            if !json {
+                eprintln!("{s:>18} {w:<14} {:>10.1} ns", row.ns_per_op);
+            }
+            out.push(row);
+        }
+    }
+    Ok(out)
+}
+
+/// The live-block table: ns per operation for each strategy and live count, and the
+/// ratio of the largest count's figure to the smallest's.
+pub fn print_results(rows: &[BenchResult], counts: &[usize]) {
+    if rows.is_empty() {
+        return;
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for r in rows {
+        if !names.contains(&r.strategy.as_str()) {
+            names.push(&r.strategy);
+        }
+    }
+    print!("\n{:<18}", "ns per op, live");
+    for c in counts {
+        print!(" {c:>10}");
+    }
+    println!(" {:>8}", "ratio");
+    for n in names {
+        print!("{n:<18}");
+        let (mut first, mut last) = (None, None);
+        for &c in counts {
+            let w = format!("live {c}");
+            match rows.iter().find(|r| r.strategy == n && r.workload == w) {
+                Some(r) => {
+                    let mark = if r.failures > 0 { "*" } else { "" };
+                    print!(" {:>10}", format!("{:.1}{mark}", r.ns_per_op));
+                    first.get_or_insert(r.ns_per_op);
+                    last = Some(r.ns_per_op);
+                }
+                None => print!(" {:>10}", "-"),
+            }
+        }
+        match (first, last) {
+            (Some(a), Some(b)) if a > 0.0 => println!(" {:>8.2}", b / a),
+            _ => println!(" {:>8}", "-"),
+        }
+    }
+    println!("(ratio: the last count's figure over the first's; * some allocations failed;");
+    println!(
+        " `caller only`: the workload's own draws and table of live blocks, with no allocator)"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use devpool_core::MockBackend;
+
+    #[test]
+    fn keeps_n_blocks_live_and_frees_them_all() {
+        let mock = MockBackend::shared();
+        // One stream, one thread, one route: the slab's peak is exact.
+        let a = devpool::build("slab", mock.clone()).unwrap();
+        let r = live(&*a, 500, 2000, Duration::from_secs(60));
+        assert_eq!((r.ops, r.failures), (4000, 0));
+        let s = a.stats();
+        // An independent count: the allocator's own statistics.
+        assert_eq!(s.allocations, 500 + 2000);
+        assert_eq!(s.frees, s.allocations);
+        assert_eq!(s.live_blocks.peak, 500);
+        assert_eq!(s.live_blocks.current, 0);
+    }
+}
