@@ -140,6 +140,11 @@ pub trait Backend: Send + Sync {
 
     /// The backend's own counts of calls and bytes.
     fn counters(&self) -> BackendCounters;
+
+    /// Set the peak of [`BackendCounters::bytes_in_use`] back to its current value
+    /// (what PyTorch's `reset_peak_memory_stats` asks of an allocator). Backends that
+    /// keep no peak do nothing.
+    fn reset_peak_bytes(&self) {}
 }
 
 /// Anything that can be turned into a shared `dyn Backend`: an `Arc` of a concrete

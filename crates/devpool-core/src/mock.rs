@@ -778,6 +778,10 @@ impl Backend for MockBackend {
     fn counters(&self) -> BackendCounters {
         self.counters.snapshot()
     }
+
+    fn reset_peak_bytes(&self) {
+        self.counters.bytes_in_use.reset_peak();
+    }
 }
 
 #[cfg(test)]

@@ -629,6 +629,10 @@ impl Backend for CudaBackend {
     fn counters(&self) -> BackendCounters {
         self.counters.snapshot()
     }
+
+    fn reset_peak_bytes(&self) {
+        self.counters.bytes_in_use.reset_peak();
+    }
 }
 
 impl Drop for CudaBackend {

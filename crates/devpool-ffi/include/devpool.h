@@ -123,6 +123,61 @@ const char *devpool_last_error(void);
 const char *devpool_version(void);
 
 /*
+ * What a framework's allocator needs beyond malloc and free.
+ */
+
+/*
+ * Free the live block at `ptr`, whichever device it is on, on the stream it
+ * was allocated for (its later uses elsewhere declared with
+ * devpool_record_stream). For deleters that know only the pointer. Returns
+ * DEVPOOL_OK (also for NULL), DEVPOOL_ERR_NOT_FOUND when `ptr` is not a live
+ * block (nothing is freed), or DEVPOOL_ERR_BACKEND.
+ */
+int devpool_release(void *ptr);
+
+/* One figure as PyTorch keeps it: now, peak since the last reset, and the
+ * cumulative amounts added and taken away. */
+typedef struct devpool_counter {
+    unsigned long long current;
+    unsigned long long peak;
+    unsigned long long allocated;
+    unsigned long long freed;
+} devpool_counter_t;
+
+/* The statistics of one device. Bytes and blocks are counted by the C ABI as
+ * blocks cross it; reserved_bytes is the device memory held (regions plus
+ * mapped pages), its allocated/freed totals are not kept (0). */
+typedef struct devpool_device_stats {
+    unsigned long long struct_size;      /* sizeof as the library knows it */
+    devpool_counter_t requested_bytes;   /* requested bytes of live blocks */
+    devpool_counter_t allocated_bytes;   /* granted bytes of live blocks */
+    devpool_counter_t blocks;            /* live blocks; allocated/freed: calls */
+    devpool_counter_t reserved_bytes;    /* device memory held */
+    unsigned long long segments;         /* regions and mapped pages held */
+    unsigned long long backend_memory_calls;
+    unsigned long long failures;         /* failed allocations */
+    unsigned long long bad_calls;        /* unknown pointers, wrong device/size */
+} devpool_device_stats_t;
+
+/* Fill *out with the statistics of `device` (zeros before its first
+ * allocation). DEVPOOL_OK, or DEVPOOL_ERR_INVALID for NULL or a bad ordinal. */
+int devpool_device_stats(int device, devpool_device_stats_t *out);
+
+/* Set the peaks of `device`'s statistics back to their current values. */
+int devpool_reset_peak_stats(int device);
+
+/* The start of the live block at `ptr` (the pointer itself), its requested
+ * size and device; NULL when `ptr` is not a live block. Outputs may be NULL. */
+void *devpool_block_info(const void *ptr, size_t *size, int *device);
+
+/* Let device `peer` access the memory `device` holds now and maps later.
+ * DEVPOOL_OK, DEVPOOL_ERR_INVALID or DEVPOOL_ERR_BACKEND. */
+int devpool_enable_peer_access(int device, int peer);
+
+/* CUDA devices the driver sees; 0 with no driver or no device. */
+int devpool_cuda_device_count(void);
+
+/*
  * For cupy.cuda.memory.CFunctionAllocator(param, malloc, free, owner).
  * `param` is the stream the memory is for: a cudaStream_t, or NULL for the
  * legacy default stream (CuPy's default). Memory freed is reused at once on

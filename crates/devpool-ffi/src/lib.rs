@@ -12,6 +12,7 @@
 //! | [`devpool_stats_json`], [`devpool_string_free`] | statistics as JSON |
 //! | [`devpool_trim`], [`devpool_record_stream`] | give cache back; cross-stream use |
 //! | [`devpool_last_error`], [`devpool_version`] | diagnostics |
+//! | [`devpool_release`], [`devpool_device_stats`], [`devpool_reset_peak_stats`], [`devpool_block_info`], [`devpool_enable_peer_access`], [`devpool_cuda_device_count`] | what a framework's allocator needs beyond malloc/free (the Python package's PyTorch allocator) |
 //!
 //! ## Rules
 //!
@@ -61,7 +62,9 @@
 
 mod api;
 pub mod config;
+mod counters;
 pub mod cupy;
+mod framework;
 mod guard;
 #[cfg(feature = "test-hooks")]
 pub mod hooks;
@@ -76,7 +79,12 @@ pub use api::{
     devpool_stats_json, devpool_string_free, devpool_trim, devpool_version, CudaStream,
 };
 pub use config::{BackendKind, Config, LogMode};
+pub use counters::Counter;
 pub use cupy::{devpool_cupy_free, devpool_cupy_malloc};
+pub use framework::{
+    devpool_block_info, devpool_cuda_device_count, devpool_device_stats,
+    devpool_enable_peer_access, devpool_release, devpool_reset_peak_stats, DevpoolDeviceStats,
+};
 pub use registry::{CONFIG_ENV, MAX_DEVICES};
 pub use report::{
     DEVPOOL_ERR_BACKEND, DEVPOOL_ERR_INVALID, DEVPOOL_ERR_NOT_FOUND, DEVPOOL_ERR_PANIC,

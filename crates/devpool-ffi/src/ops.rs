@@ -3,7 +3,7 @@
 
 use crate::registry::{self, Device};
 use crate::report::{fail, Kind, DEVPOOL_ERR_BACKEND, DEVPOOL_ERR_INVALID, DEVPOOL_ERR_NOT_FOUND};
-use devpool_core::{Error, Request, StreamId};
+use devpool_core::{Block, Error, Request, StreamId};
 use std::ffi::c_int;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -21,6 +21,7 @@ pub(crate) fn malloc(size: usize, device: c_int, stream: StreamId) -> u64 {
     };
     match dev.alloc().allocate(Request::new(size).on_stream(stream)) {
         Ok(block) => {
+            dev.live.on_alloc(block.requested, block.size);
             if let Some(old) = dev.table.insert(block) {
                 fail(
                     Kind::Backend,
@@ -33,6 +34,7 @@ pub(crate) fn malloc(size: usize, device: c_int, stream: StreamId) -> u64 {
             block.ptr.0
         }
         Err(e) => {
+            dev.live.on_failure();
             let kind = if e.is_oom() {
                 Kind::OutOfMemory
             } else {
@@ -81,14 +83,63 @@ pub(crate) fn free(addr: u64, size: Option<usize>, device: c_int, stream: Stream
             );
         }
     }
-    if let Err(e) = dev.alloc().deallocate(block, stream) {
-        // Keep the block known, so the table and the allocator agree.
-        dev.table.insert(block);
-        fail(
-            Kind::Backend,
-            &format!("devpool_free: {addr:#x} on device {device}: {e}"),
-        );
+    give_back(dev, block, stream, "devpool_free");
+}
+
+/// Hand a block taken out of `dev`'s table back to its allocator; on failure keep it
+/// known, so the table and the allocator agree.
+#[inline]
+fn give_back(dev: &Device, block: Block, stream: StreamId, call: &str) -> bool {
+    match dev.alloc().deallocate(block, stream) {
+        Ok(()) => {
+            dev.live.on_free(block.requested, block.size);
+            true
+        }
+        Err(e) => {
+            dev.table.insert(block);
+            fail(
+                Kind::Backend,
+                &format!("{call}: {:#x} on device {}: {e}", block.ptr.0, dev.ordinal),
+            );
+            false
+        }
     }
+}
+
+/// The device whose table holds `addr`, and the block, taken out of the table.
+#[inline]
+fn take_anywhere(addr: u64) -> Option<(&'static Device, Block)> {
+    registry::all_existing().find_map(|d| Some((d, d.table.remove(addr)?)))
+}
+
+/// Free the live block at `addr`, whichever device holds it, on the stream it was
+/// allocated for (its last use, unless `record_stream` named others).
+pub(crate) fn release(addr: u64) -> c_int {
+    if addr == 0 {
+        return crate::DEVPOOL_OK;
+    }
+    let Some((dev, block)) = take_anywhere(addr) else {
+        if let Some(d) = registry::all_existing().next() {
+            d.misuse.unknown_pointer.fetch_add(1, Relaxed);
+        }
+        fail(
+            Kind::UnknownPointer,
+            &format!(
+                "devpool_release: {addr:#x} is not a live block of any device (double free, or a pointer devpool did not hand out); ignored"
+            ),
+        );
+        return DEVPOOL_ERR_NOT_FOUND;
+    };
+    if give_back(dev, block, block.stream, "devpool_release") {
+        crate::DEVPOOL_OK
+    } else {
+        DEVPOOL_ERR_BACKEND
+    }
+}
+
+/// The live block at `addr` and its device's ordinal.
+pub(crate) fn block_info(addr: u64) -> Option<(Block, u32)> {
+    registry::all_existing().find_map(|d| Some((d.table.get(addr)?, d.ordinal)))
 }
 
 #[cold]

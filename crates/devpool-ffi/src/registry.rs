@@ -7,12 +7,13 @@
 //! answers [`DEVPOOL_ERR_TOO_LATE`](crate::DEVPOOL_ERR_TOO_LATE).
 
 use crate::config::{BackendKind, Config, HYBRIDS};
+use crate::counters::LiveCounters;
 use crate::report::{fail, set_log_mode, Kind};
 use crate::table::PtrTable;
 use devpool::hybrid::{HybridConfig, HybridPool};
 use devpool_core::{Allocator, Backend, MockBackend, MockConfig, StreamOrdered};
 use parking_lot::Mutex;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Devices served, ordinals `0..MAX_DEVICES`.
@@ -28,6 +29,9 @@ struct Settings {
 
 static SETTINGS: OnceLock<Mutex<Settings>> = OnceLock::new();
 static DEVICES: [OnceLock<Device>; MAX_DEVICES] = [const { OnceLock::new() }; MAX_DEVICES];
+/// Bit `d` is set once device `d`'s allocator exists: lookups by pointer visit only
+/// the devices in use.
+static MADE: AtomicU64 = AtomicU64::new(0);
 
 fn settings() -> &'static Mutex<Settings> {
     SETTINGS.get_or_init(|| {
@@ -95,6 +99,8 @@ pub(crate) struct Device {
     pub(crate) engine: Engine,
     pub(crate) table: PtrTable,
     pub(crate) misuse: Misuse,
+    /// What the C ABI handed out, counted at its boundary.
+    pub(crate) live: LiveCounters,
     pub(crate) config: Config,
 }
 
@@ -123,9 +129,19 @@ pub(crate) fn existing(ordinal: usize) -> Option<&'static Device> {
     DEVICES.get(ordinal)?.get()
 }
 
-/// Every device whose allocator exists.
+/// Every device whose allocator exists, in ordinal order.
 pub(crate) fn all_existing() -> impl Iterator<Item = &'static Device> {
-    DEVICES.iter().filter_map(OnceLock::get)
+    let mut made = MADE.load(Ordering::Acquire);
+    std::iter::from_fn(move || {
+        while made != 0 {
+            let d = made.trailing_zeros() as usize;
+            made &= made - 1;
+            if let Some(dev) = existing(d) {
+                return Some(dev);
+            }
+        }
+        None
+    })
 }
 
 /// The device, made now if it is the first use. A device that cannot be made (no
@@ -155,11 +171,13 @@ fn make(ordinal: usize) -> Result<&'static Device, String> {
         engine,
         table: PtrTable::new(),
         misuse: Misuse::default(),
+        live: LiveCounters::default(),
         config: cfg,
     };
     s.frozen = true;
     // Only this thread sets slots, under the settings lock, and the slot was empty.
     let _ = slot.set(dev);
+    MADE.fetch_or(1 << ordinal, Ordering::Release);
     slot.get()
         .ok_or_else(|| format!("device {ordinal}: the allocator could not be kept"))
 }

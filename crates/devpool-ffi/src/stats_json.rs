@@ -20,6 +20,10 @@ use std::sync::atomic::Ordering::Relaxed;
 /// - `live_pointers`: blocks handed out through the C ABI and not yet freed;
 /// - `bad_calls`: `unknown_pointer`, `wrong_device`, `size_mismatch` counts;
 /// - `panics`: panics caught in the library since it was loaded (all devices);
+/// - `c_abi`: the blocks as the C ABI counted them crossing it (`requested_bytes`,
+///   `allocated_bytes`, `blocks` as `{current, peak, allocated, freed}`, peaks since
+///   the last `devpool_reset_peak_stats`; `failures`): an independent count beside
+///   the strategy's own `stats`;
 /// - `routes`: for the hybrid strategies, `small`, `large`, `huge` statistics;
 ///   otherwise `null`.
 ///
@@ -62,6 +66,7 @@ fn of_device(dev: &Device) -> Value {
             "size_mismatch": dev.misuse.size_mismatch.load(Relaxed),
         },
         "panics": crate::guard::panics(),
+        "c_abi": dev.live.snapshot(),
         "routes": routes,
     })
 }

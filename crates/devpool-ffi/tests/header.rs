@@ -43,6 +43,9 @@ fn canon(ty: &str) -> String {
         "const void*" | "*const c_void" => "const void*",
         "char*" | "*mut c_char" => "mut char*",
         "const char*" | "*const c_char" => "const char*",
+        "size_t*" | "*mut usize" => "mut size*",
+        "int*" | "*mut c_int" => "mut int*",
+        "devpool_device_stats_t*" | "*mut DevpoolDeviceStats" => "mut stats*",
         "void" | "" => "()",
         other => panic!("no canonical form for the type `{other}`"),
     }
