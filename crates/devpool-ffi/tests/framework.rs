@@ -95,16 +95,12 @@ fn release_stats_peaks_and_info() {
 fn bad_arguments_are_errors() {
     setup("");
     // SAFETY: a null output pointer is refused before any write.
-    assert_eq!(
-        unsafe { devpool_device_stats(0, null_mut()) },
-        DEVPOOL_ERR_INVALID
-    );
+    let rc = unsafe { devpool_device_stats(0, null_mut()) };
+    assert_eq!(rc, DEVPOOL_ERR_INVALID);
     let mut s = DevpoolDeviceStats::default();
     // SAFETY: a valid struct; the ordinal is refused.
-    assert_eq!(
-        unsafe { devpool_device_stats(-1, &mut s) },
-        DEVPOOL_ERR_INVALID
-    );
+    let rc = unsafe { devpool_device_stats(-1, &mut s) };
+    assert_eq!(rc, DEVPOOL_ERR_INVALID);
     assert_eq!(devpool_reset_peak_stats(64), DEVPOOL_ERR_INVALID);
     assert_eq!(devpool_enable_peer_access(0, 99), DEVPOOL_ERR_INVALID);
     // SAFETY: null outputs; an address devpool never handed out.
