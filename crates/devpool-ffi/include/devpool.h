@@ -131,7 +131,8 @@ const char *devpool_version(void);
  * was allocated for (its later uses elsewhere declared with
  * devpool_record_stream). For deleters that know only the pointer. Returns
  * DEVPOOL_OK (also for NULL), DEVPOOL_ERR_NOT_FOUND when `ptr` is not a live
- * block (nothing is freed), or DEVPOOL_ERR_BACKEND.
+ * block (nothing is freed; not counted as misuse, so a caller with a second
+ * allocator may try devpool first), or DEVPOOL_ERR_BACKEND.
  */
 int devpool_release(void *ptr);
 

@@ -53,8 +53,9 @@ pub struct DevpoolDeviceStats {
 /// [`devpool_record_stream`](crate::devpool_record_stream), has completed).
 ///
 /// Returns [`DEVPOOL_OK`] (also for null), [`DEVPOOL_ERR_NOT_FOUND`](crate::DEVPOOL_ERR_NOT_FOUND) when `ptr` is
-/// not a live block of any device (nothing is freed; reported like a bad
-/// `devpool_free`), or [`DEVPOOL_ERR_BACKEND`].
+/// not a live block of any device (nothing is freed, and unlike `devpool_free` it is
+/// not counted as misuse: a framework may hold pointers of a second allocator and
+/// try devpool first), or [`DEVPOOL_ERR_BACKEND`].
 #[no_mangle]
 pub extern "C" fn devpool_release(ptr: *mut c_void) -> c_int {
     shielded("devpool_release", DEVPOOL_ERR_PANIC, || {

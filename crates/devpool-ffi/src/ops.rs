@@ -113,21 +113,17 @@ fn take_anywhere(addr: u64) -> Option<(&'static Device, Block)> {
 }
 
 /// Free the live block at `addr`, whichever device holds it, on the stream it was
-/// allocated for (its last use, unless `record_stream` named others).
+/// allocated for (its last use, unless `record_stream` named others). An unknown
+/// address is not reported as misuse: the caller may own other pointers (a framework
+/// keeping a second allocator beside devpool) and decides what it means.
 pub(crate) fn release(addr: u64) -> c_int {
     if addr == 0 {
         return crate::DEVPOOL_OK;
     }
     let Some((dev, block)) = take_anywhere(addr) else {
-        if let Some(d) = registry::all_existing().next() {
-            d.misuse.unknown_pointer.fetch_add(1, Relaxed);
-        }
-        fail(
-            Kind::UnknownPointer,
-            &format!(
-                "devpool_release: {addr:#x} is not a live block of any device (double free, or a pointer devpool did not hand out); ignored"
-            ),
-        );
+        crate::report::set_last_error(&format!(
+            "devpool_release: {addr:#x} is not a live block of any device"
+        ));
         return DEVPOOL_ERR_NOT_FOUND;
     };
     if give_back(dev, block, block.stream, "devpool_release") {
