@@ -68,7 +68,10 @@ fn release_stats_peaks_and_info() {
     assert_eq!(s.requested_bytes.peak, want_requested, "the peak stays");
     assert_eq!(s.requested_bytes.freed, sizes[5] as u64);
     assert_eq!(s.blocks.freed, 1);
-    assert_eq!(s.bad_calls, 0, "an unknown pointer given to release is not misuse");
+    assert_eq!(
+        s.bad_calls, 0,
+        "an unknown pointer given to release is not misuse"
+    );
 
     // Reset: peaks come down to the current values, and climb again from there.
     assert_eq!(devpool_reset_peak_stats(dev), DEVPOOL_OK);
