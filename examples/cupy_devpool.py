@@ -15,17 +15,13 @@ Two phases, both seeded:
 Prints the time of each phase, the peak device memory the allocator held, and a
 checksum of the math (the same for both allocators), then one JSON line.
 
-devpool is reached through ``cupy.cuda.memory.CFunctionAllocator`` with the library's
-``devpool_cupy_malloc`` / ``devpool_cupy_free``. CuPy does not tell the allocator
-which stream an array is for, so the allocator's ``param`` names it: here 0, the
-legacy default stream, which is where CuPy queues its work unless told otherwise.
-Memory freed is reused at once by work on that stream, so this script keeps all of
-its work there (it checks). CuPy does not check the pointer it gets back, so the
-allocator is wrapped to raise CuPy's ``OutOfMemoryError`` when devpool returns null.
+devpool is reached through the Python package, ``devpool.cupy.enable()``: each
+allocation is made for CuPy's current stream through ``CFunctionAllocator`` and
+devpool's C functions. CuPy's pool is used as CuPy uses it by default
+(``set_allocator(pool.malloc)``), with nothing wrapped around it.
 """
 
 import argparse
-import ctypes
 import json
 import math
 import os
@@ -44,64 +40,22 @@ def parse_args():
     p.add_argument("--iters", type=int, default=300, help="math iterations")
     p.add_argument("--churn", type=int, default=20000, help="churn allocations")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--lib", default=os.environ.get("DEVPOOL_LIB", ".gpu/libdevpool_ffi.so"))
-    p.add_argument("--devpool-config", default="strategy=hybrid")
+    p.add_argument("--strategy", default="hybrid", help="devpool strategy")
     return p.parse_args()
 
 
-class PeakTracker:
-    """Wraps an allocator's ``malloc`` for CuPy: raises on a null pointer and, given
-    ``held``, keeps the peak of what the pool holds (read after every allocation,
-    the only time it grows)."""
+def devpool_allocator(strategy):
+    """devpool as CuPy's allocator, through the Python package (`pip install ./python`,
+    or this checkout's python/ folder with the library built by cargo)."""
+    try:
+        import devpool.cupy
+    except ImportError:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+        import devpool.cupy
+    import devpool
 
-    def __init__(self, malloc, held):
-        self._malloc = malloc
-        self._held = held
-        self.peak = 0
-
-    def __call__(self, size):
-        mp = self._malloc(size)
-        if size and not mp.ptr:
-            import cupy
-
-            raise cupy.cuda.memory.OutOfMemoryError(size, -1)
-        if self._held is not None:
-            h = self._held()
-            if h > self.peak:
-                self.peak = h
-        return mp
-
-
-def devpool_allocator(cupy, path, config, device):
-    if not os.path.exists(path):
-        sys.exit(f"devpool library not found at {path} (set --lib or DEVPOOL_LIB)")
-    lib = ctypes.CDLL(os.path.abspath(path))
-    lib.devpool_configure.argtypes = [ctypes.c_char_p]
-    lib.devpool_stats_json.argtypes = [ctypes.c_int]
-    lib.devpool_stats_json.restype = ctypes.c_void_p
-    lib.devpool_string_free.argtypes = [ctypes.c_void_p]
-    lib.devpool_last_error.restype = ctypes.c_char_p
-    full = f"backend=cuda;{config}"
-    rc = lib.devpool_configure(full.encode())
-    if rc != 0:
-        sys.exit(f"devpool_configure({full!r}) = {rc}: {lib.devpool_last_error().decode()}")
-
-    def stats():
-        p = lib.devpool_stats_json(device)
-        if not p:
-            raise RuntimeError(lib.devpool_last_error().decode())
-        try:
-            return json.loads(ctypes.string_at(p).decode())
-        finally:
-            lib.devpool_string_free(p)
-
-    malloc_fn = ctypes.cast(lib.devpool_cupy_malloc, ctypes.c_void_p).value
-    free_fn = ctypes.cast(lib.devpool_cupy_free, ctypes.c_void_p).value
-    # param 0: the legacy default stream. `lib` is the owner kept alive with it.
-    cfa = cupy.cuda.memory.CFunctionAllocator(0, malloc_fn, free_fn, lib)
-    # No peak sampling: the devpool backend keeps its own exact peak.
-    tracker = PeakTracker(cfa.malloc, None)
-    return tracker, stats, full
+    devpool.cupy.enable(strategy=strategy, backend="cuda")
+    return devpool
 
 
 def math_phase(cupy, iters, seed, lengths=None):
@@ -158,15 +112,17 @@ def main():
     import cupy
 
     device = cupy.cuda.Device().id
-    if cupy.cuda.get_current_stream().ptr != 0:
-        sys.exit("this example keeps its work on the legacy default stream")
     if args.allocator == "devpool":
-        alloc, stats, config = devpool_allocator(cupy, args.lib, args.devpool_config, device)
+        dp = devpool_allocator(args.strategy)
+        config = dp.stats(device)["config"]
+        pool = None
     else:
+        # CuPy's own pool, called directly as CuPy does by default. It gives nothing
+        # back unless asked, so what it holds at the end is its peak.
+        dp = None
         pool = cupy.cuda.MemoryPool()
-        alloc = PeakTracker(pool.malloc, pool.total_bytes)
-        stats, config = None, "cupy.cuda.MemoryPool"
-    cupy.cuda.set_allocator(alloc)
+        cupy.cuda.set_allocator(pool.malloc)
+        config = "cupy.cuda.MemoryPool"
 
     # Warm up outside the timings: compile every kernel, make the cuBLAS handle and
     # one cuFFT plan per length (kept: the plan cache holds them all), so the timed
@@ -190,8 +146,8 @@ def main():
         "cupy": cupy.__version__,
         "gpu": cupy.cuda.runtime.getDeviceProperties(device)["name"].decode(),
     }
-    if stats is not None:
-        s = stats()
+    if dp is not None:
+        s = dp.stats(device)
         result["peak_reserved_bytes"] = s["peak_reserved_bytes"]
         result["reserved_bytes"] = s["reserved_bytes"]
         result["devpool"] = {
@@ -200,7 +156,7 @@ def main():
             "bad_calls": s["bad_calls"],
         }
     else:
-        result["peak_reserved_bytes"] = alloc.peak
+        result["peak_reserved_bytes"] = pool.total_bytes()
         result["reserved_bytes"] = pool.total_bytes()
     print(
         f"{args.allocator}: math {result['math_ms_per_iter']:.3f} ms/iter, "

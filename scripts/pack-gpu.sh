@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build, here, what a GPU machine without a Rust toolchain needs, into .gpu/ (git-ignored):
-# the devpool command, the C ABI library, and the GPU test executables of devpool-cuda.
+# the devpool command, the C ABI library, the GPU test executables of devpool-cuda, and
+# the Python package's wheel (.whl/).
 # Then on the GPU machine: scripts/gpu-run.sh OUT_DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,3 +20,6 @@ for line in sys.stdin:
 '
 strip .gpu/* 2>/dev/null || true
 du -sh .gpu
+# The Python package as a wheel (.whl/, git-ignored), for `pip install` there.
+rm -rf .whl && mkdir -p .whl
+python3 -m pip wheel -q ./python -w .whl && ls .whl

@@ -5,7 +5,8 @@ CUDA operation of a process).
     python3 gpu_scenarios.py MODE
 
 MODE is one of:
-  enabled      devpool.torch.enable(), then every check below; prints one JSON line
+  enabled:CHECK  devpool.torch.enable(), then one check (record_stream, stats,
+               empty_cache, oom, graph, cudnn_benchmark, threads, compile); one JSON line
   pluggable    the bare CUDAPluggableAllocator over devpool_malloc/devpool_free, the
                record_stream race only (the control: it must show wrong results)
   default      PyTorch's own allocator, the record_stream race only
@@ -207,33 +208,30 @@ def check_threads(torch, threads=4, iters=50):
     return {"errors": errors[:5], "ok": not errors}
 
 
-def enabled():
+CHECKS = {
+    "record_stream": lambda torch: {"wrong": (w := record_stream_race(torch)), "ok": w == 0},
+    "stats": check_stats,
+    "empty_cache": check_empty_cache,
+    "oom": check_oom,
+    "graph": check_graph,
+    "cudnn_benchmark": check_cudnn_benchmark,
+    "threads": check_threads,
+    "compile": check_compile,
+}
+
+
+def enabled(check: str):
+    """devpool as PyTorch's allocator, then one check."""
     import devpool
     import devpool.torch
     import torch
 
     devpool.torch.enable()
-    out = {"is_enabled": devpool.torch.is_enabled(), "allocator_backend": torch.cuda.get_allocator_backend()}
-    out["record_stream_wrong"] = record_stream_race(torch)
-    for name, fn in [
-        ("stats", check_stats),
-        ("empty_cache", check_empty_cache),
-        ("oom", check_oom),
-        ("graph", check_graph),
-        ("cudnn_benchmark", check_cudnn_benchmark),
-        ("threads", check_threads),
-        ("compile", check_compile),
-    ]:
-        try:
-            out[name] = fn(torch)
-        except Exception as e:  # noqa: BLE001 - reported, the test fails on it
-            out[name] = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+    out = {"check": check, "is_enabled": devpool.torch.is_enabled()}
+    print(f"running {check}", file=sys.stderr, flush=True)
+    out.update(CHECKS[check](torch))
     out["devpool_bad_calls"] = devpool.device_stats()["bad_calls"]
-    out["ok"] = (
-        out["is_enabled"]
-        and out["record_stream_wrong"] == 0
-        and all(v.get("ok") for v in out.values() if isinstance(v, dict))
-    )
+    out["ok"] = bool(out["ok"] and out["is_enabled"] and out["devpool_bad_calls"] == 0)
     return out
 
 
@@ -318,8 +316,12 @@ def cupy_check():
     }
 
 
-MODES = {"enabled": enabled, "pluggable": pluggable, "default": default, "mem_pool": mem_pool, "cupy": cupy_check}
+MODES = {"pluggable": pluggable, "default": default, "mem_pool": mem_pool, "cupy": cupy_check}
 
 if __name__ == "__main__":
-    result = MODES[sys.argv[1]]()
+    mode = sys.argv[1]
+    if mode.startswith("enabled:"):
+        result = enabled(mode.split(":", 1)[1])
+    else:
+        result = MODES[mode]()
     print(json.dumps(result), flush=True)

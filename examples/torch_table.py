@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Real PyTorch programs under PyTorch's allocator, expandable segments and devpool, in
+one run, as one table (the table of docs/BENCHMARKS.md).
+
+    python3 examples/torch_table.py OUT_DIR [--workloads gpt2-train,llama-generate,vit-train]
+                                    [--allocators default,expandable,devpool] [--ddp]
+
+Each (workload, allocator) runs in its own process through examples/torch_workloads.py;
+with --ddp and at least two GPUs, GPT-2 also trains data-parallel over NCCL on two GPUs
+under torchrun. Writes OUT_DIR/runs.jsonl and OUT_DIR/table.md and prints the table:
+median step time (and its ratio to the faster PyTorch mode), peak device memory in use
+as the driver sees it, peak held by the allocator, peak live bytes, and whether the
+training losses are identical to PyTorch's default allocator's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GIB = 2**30
+
+
+def run(cmd, env_extra, log):
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **env_extra)
+    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    with open(log, "w") as f:
+        p = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, timeout=900)
+    rows = []
+    for line in open(log):
+        if line.startswith("{"):
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                pass
+    return p.returncode, rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out")
+    ap.add_argument("--workloads", default="gpt2-train,llama-generate,vit-train")
+    ap.add_argument("--allocators", default="default,expandable,devpool")
+    ap.add_argument("--ddp", action="store_true", help="also GPT-2 over two GPUs with torchrun")
+    ap.add_argument("--steps", type=int, default=None)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    script = os.path.join(HERE, "torch_workloads.py")
+    results = []
+    jobs = [(w, a, False) for w in args.workloads.split(",") for a in args.allocators.split(",")]
+    if args.ddp:
+        jobs += [("gpt2-train", a, True) for a in args.allocators.split(",")]
+    for w, a, ddp in jobs:
+        tag = f"{w}{'-ddp' if ddp else ''}.{a}"
+        steps = ["--steps", str(args.steps)] if args.steps else []
+        if ddp:
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                   script, w, "--allocator", a, *steps]
+        else:
+            cmd = [sys.executable, script, w, "--allocator", a, *steps]
+        rc, rows = run(cmd, {}, os.path.join(args.out, tag + ".log"))
+        for r in rows:
+            r["ddp"] = ddp
+            r["exit"] = rc
+        if not rows:
+            rows = [{"workload": w, "allocator": a, "ddp": ddp, "exit": rc, "failed": True}]
+        print(f"{tag}: exit {rc}", flush=True)
+        results += rows
+    with open(os.path.join(args.out, "runs.jsonl"), "w") as f:
+        for r in results:
+            f.write(json.dumps(r) + "\n")
+    table = render(results)
+    with open(os.path.join(args.out, "table.md"), "w") as f:
+        f.write(table)
+    print(table)
+
+
+def render(results):
+    g = lambda b: f"{b / GIB:.2f}" if isinstance(b, (int, float)) and b else "-"
+    lines = [
+        "| program | allocator | median step (s) | vs faster PyTorch mode | peak device use, driver (GiB) | peak held by allocator (GiB) | peak live (GiB) | losses vs default |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    keys = []
+    for r in results:
+        k = (r["workload"], r.get("ddp", False))
+        if k not in keys:
+            keys.append(k)
+    for w, ddp in keys:
+        rows = [r for r in results if r["workload"] == w and r.get("ddp", False) == ddp and r.get("rank", 0) == 0]
+        pt = [r["median_step_s"] for r in rows if r.get("allocator") in ("default", "expandable") and "median_step_s" in r]
+        best = min(pt) if pt else None
+        base = next((r for r in rows if r.get("allocator") == "default"), None)
+        name = w + (" (DDP, 2 GPUs, rank 0)" if ddp else "")
+        for r in rows:
+            if r.get("failed"):
+                lines.append(f"| {name} | {r['allocator']} | failed (exit {r['exit']}) | | | | | |")
+                continue
+            vs = f"{r['median_step_s'] / best:.3f}" if best else "-"
+            if r.get("losses") and base and base.get("losses"):
+                same = r["losses"] == base["losses"]
+                diff = max((abs(x - y) for x, y in zip(r["losses"], base["losses"])), default=0.0)
+                loss = "identical" if same else f"max diff {diff:.3g}"
+            else:
+                loss = "-"
+            live = r.get("peak_requested_bytes") or r.get("peak_allocated_bytes")
+            lines.append(
+                f"| {name} | {r['allocator']} | {r['median_step_s']:.4f} | {vs} | {g(r.get('peak_driver_used_bytes'))} | "
+                f"{g(r.get('peak_reserved_bytes'))} | {g(live)} | {loss} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
