@@ -40,6 +40,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -54,6 +55,32 @@ using c10::CachingDeviceAllocator::StatType;
 using CCA::CUDAAllocator;
 
 constexpr int kMaxDevices = 64;
+
+// Messages are built with std::string alone: no iostreams in this extension (their
+// locale machinery is not always initialized in a module loaded this way; formatting
+// a number through an ostringstream crashed in one build).
+inline void append(std::string& s, const std::string& v) {
+  s += v;
+}
+inline void append(std::string& s, const char* v) {
+  s += v != nullptr ? v : "(null)";
+}
+inline void append(std::string& s, const void* v) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%p", v);
+  s += buf;
+}
+template <typename T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
+inline void append(std::string& s, T v) {
+  s += std::to_string(static_cast<long long>(v));
+}
+template <typename... Ts>
+std::string cat(const Ts&... parts) {
+  std::string s;
+  (append(s, parts), ...);
+  return s;
+}
+
 
 // The C ABI, looked up by name in the library the Python package loaded.
 struct Api {
@@ -73,16 +100,19 @@ struct Api {
     if (h == nullptr) {
       h = dlopen(path.c_str(), RTLD_NOW);
     }
-    TORCH_CHECK(h != nullptr, "devpool: cannot load ", path, ": ", dlerror());
+    if (h == nullptr) {
+      const char* why = dlerror();
+      TORCH_CHECK(false, cat("devpool: cannot load ", path, ": ", why));
+    }
     auto sym = [&](const char* name) {
       void* p = dlsym(h, name);
       TORCH_CHECK(
           p != nullptr,
-          "devpool: ",
-          path,
-          " has no symbol ",
-          name,
-          " (a library from another devpool version?)");
+          cat("devpool: ",
+              path,
+              " has no symbol ",
+              name,
+              " (a library from another devpool version?)"));
       return p;
     };
     malloc = reinterpret_cast<decltype(malloc)>(sym("devpool_malloc"));
@@ -217,7 +247,7 @@ class DevpoolAllocator final : public CUDAAllocator {
         return;
       }
       if (rc != DEVPOOL_ERR_NOT_FOUND) {
-        TORCH_WARN("devpool: freeing ", ptr, " failed: ", api.last_error());
+        TORCH_WARN(cat("devpool: freeing ", static_cast<const void*>(ptr), " failed: ", api.last_error()));
         return;
       }
       NativeScope scope;
@@ -248,10 +278,10 @@ class DevpoolAllocator final : public CUDAAllocator {
         api.record_stream(ptr.get(), stream.device_index(), stream.stream());
     TORCH_CHECK(
         rc == DEVPOOL_OK,
-        "devpool: record_stream of ",
-        ptr.get(),
-        " failed: ",
-        api.last_error());
+        cat("devpool: record_stream of ",
+            static_cast<const void*>(ptr.get()),
+            " failed: ",
+            api.last_error()));
   }
 
   // ---- lifecycle ----
@@ -526,12 +556,12 @@ class DevpoolAllocator final : public CUDAAllocator {
     const int rc = api.enable_peer_access(dev_to_access, dev);
     TORCH_CHECK(
         rc == DEVPOOL_OK,
-        "devpool: peer access from device ",
-        static_cast<int>(dev),
-        " to ",
-        static_cast<int>(dev_to_access),
-        " failed: ",
-        api.last_error());
+        cat("devpool: peer access from device ",
+            static_cast<int>(dev),
+            " to ",
+            static_cast<int>(dev_to_access),
+            " failed: ",
+            api.last_error()));
   }
 
   cudaError_t memcpyAsync(
@@ -621,8 +651,10 @@ class DevpoolAllocator final : public CUDAAllocator {
     }
     std::string msg = api.last_error();
     if (!is_oom_message(msg)) {
-      TORCH_CHECK(false, "devpool: allocating ", format_size(n), " on device ",
-                  static_cast<int>(device), " failed: ", msg);
+      TORCH_CHECK(
+          false,
+          cat("devpool: allocating ", format_size(n), " on device ",
+              static_cast<int>(device), " failed: ", msg));
     }
     // Give PyTorch's own cached memory back and try once more.
     retries_[device].fetch_add(1);
@@ -656,20 +688,20 @@ class DevpoolAllocator final : public CUDAAllocator {
     TORCH_CHECK_WITH(
         OutOfMemoryError,
         false,
-        "CUDA out of memory (devpool). Tried to allocate ",
-        format_size(n),
-        ". GPU ",
-        static_cast<int>(device),
-        " has a total capacity of ",
-        format_size(total_b),
-        " of which ",
-        format_size(free_b),
-        " is free. devpool holds ",
-        format_size(s.reserved_bytes.current),
-        ", of which ",
-        format_size(s.allocated_bytes.current),
-        " is allocated to tensors. devpool: ",
-        msg);
+        cat("CUDA out of memory (devpool). Tried to allocate ",
+            format_size(n),
+            ". GPU ",
+            static_cast<int>(device),
+            " has a total capacity of ",
+            format_size(total_b),
+            " of which ",
+            format_size(free_b),
+            " is free. devpool holds ",
+            format_size(s.reserved_bytes.current),
+            ", of which ",
+            format_size(s.allocated_bytes.current),
+            " is allocated to tensors. devpool: ",
+            msg));
     return nullptr; // not reached: TORCH_CHECK_WITH threw
   }
 
@@ -705,8 +737,7 @@ std::shared_ptr<CUDAAllocator> allocator(const std::string& lib_path) {
   if (instance) {
     TORCH_CHECK(
         instance->lib_path() == lib_path,
-        "devpool: the allocator is already bound to ",
-        instance->lib_path());
+        cat("devpool: the allocator is already bound to ", instance->lib_path()));
     return instance;
   }
   CUDAAllocator* native = CCA::get();
