@@ -61,9 +61,29 @@ pub trait Backend: Send + Sync {
         Err(BackendError::Unsupported("page mapping"))
     }
     /// Unmap every page of `[ptr, ptr + size)` and free its physical memory. Every page
-    /// in the range must be mapped.
+    /// in the range must be mapped, and the range must hold whole chunks (see
+    /// [`map_chunks`](Backend::map_chunks); a page mapped by [`map`](Backend::map) is a
+    /// chunk of its own).
     fn unmap(&self, _ptr: DevicePtr, _size: usize) -> BackendResult<()> {
         Err(BackendError::Unsupported("page mapping"))
+    }
+    /// Back `[ptr, ptr + sum of chunks)` with one physical allocation per chunk,
+    /// laid out one after the other from `ptr` (each a multiple of the granularity),
+    /// and make the whole range accessible in one step. Fewer, larger physical
+    /// allocations cost the driver far less than one per page; the price is that a
+    /// chunk can later be unmapped only whole. The same rules as
+    /// [`map`](Backend::map) apply to the range. One call, counted as one map call.
+    ///
+    /// The default maps one allocation per page, which is always allowed.
+    fn map_chunks(&self, ptr: DevicePtr, chunks: &[usize]) -> BackendResult<()> {
+        let total = chunks
+            .iter()
+            .try_fold(0usize, |a, &c| a.checked_add(c))
+            .ok_or(BackendError::InvalidArgument {
+                call: "map_chunks",
+                detail: "sizes overflow".into(),
+            })?;
+        self.map(ptr, total)
     }
 
     /// Create a stream.
@@ -188,6 +208,11 @@ pub struct BackendCounters {
     pub unmap_calls: u64,
     /// Pages unmapped.
     pub pages_unmapped: u64,
+    /// Physical allocations made by map calls (one per page for
+    /// [`Backend::map`], one per chunk for [`Backend::map_chunks`]).
+    pub chunks_created: u64,
+    /// Physical allocations freed.
+    pub chunks_released: u64,
     /// Events created.
     pub events_created: u64,
     /// Events recorded.
@@ -216,6 +241,8 @@ pub struct BackendCounterCell {
     pub pages_mapped: AtomicU64,
     pub unmap_calls: AtomicU64,
     pub pages_unmapped: AtomicU64,
+    pub chunks_created: AtomicU64,
+    pub chunks_released: AtomicU64,
     pub events_created: AtomicU64,
     pub event_records: AtomicU64,
     pub failures: AtomicU64,
@@ -240,6 +267,8 @@ impl BackendCounterCell {
             pages_mapped: self.pages_mapped.load(Relaxed),
             unmap_calls: self.unmap_calls.load(Relaxed),
             pages_unmapped: self.pages_unmapped.load(Relaxed),
+            chunks_created: self.chunks_created.load(Relaxed),
+            chunks_released: self.chunks_released.load(Relaxed),
             events_created: self.events_created.load(Relaxed),
             event_records: self.event_records.load(Relaxed),
             failures: self.failures.load(Relaxed),

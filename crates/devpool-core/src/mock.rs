@@ -115,6 +115,23 @@ struct Region {
     data: Option<Vec<u8>>,
 }
 
+/// A mapped page: the chunk behind it and the page's offset in the chunk.
+#[derive(Debug, Clone, Copy)]
+struct Page {
+    chunk: u64,
+    offset: usize,
+}
+
+/// One physical allocation of a mapping (a page for `map`, a chunk for `map_chunks`).
+#[derive(Debug)]
+struct Chunk {
+    /// Address of its first page.
+    start: u64,
+    bytes: usize,
+    /// Host bytes (host-backed mocks only).
+    data: Vec<u8>,
+}
+
 #[derive(Debug, Default)]
 struct EventState {
     /// (stream, sequence number of the record) of the last record.
@@ -144,8 +161,11 @@ struct State {
     regions: BTreeMap<u64, Region>,
     /// Reserved ranges: start -> size.
     ranges: BTreeMap<u64, usize>,
-    /// Mapped pages: page address -> host bytes (empty unless host-backed).
-    pages: HashMap<u64, Vec<u8>>,
+    /// Mapped pages: page address -> its chunk.
+    pages: HashMap<u64, Page>,
+    /// Physical allocations of the mapped pages.
+    chunks: HashMap<u64, Chunk>,
+    next_chunk: u64,
     streams: HashMap<u64, StreamState>,
     next_stream: u64,
     events: HashMap<u64, EventState>,
@@ -195,6 +215,8 @@ impl MockBackend {
             regions: BTreeMap::new(),
             ranges: BTreeMap::new(),
             pages: HashMap::new(),
+            chunks: HashMap::new(),
+            next_chunk: 1,
             streams: HashMap::new(),
             next_stream: 1,
             events: HashMap::new(),
@@ -284,6 +306,11 @@ impl MockBackend {
     /// Pages mapped now.
     pub fn mapped_pages(&self) -> usize {
         self.state.lock().pages.len()
+    }
+
+    /// Physical chunks mapped now (a page mapped by `map` is a chunk of its own).
+    pub fn mapped_chunks(&self) -> usize {
+        self.state.lock().chunks.len()
     }
 
     /// Regions held now.
@@ -429,18 +456,93 @@ impl MockBackend {
         let mut done = 0usize;
         while at < end {
             let page = at & !(g - 1);
-            let Some(bytes) = s.pages.get_mut(&page) else {
+            let Some(&Page { chunk, offset }) = s.pages.get(&page) else {
                 return Err(self.invalid(
                     call,
                     format!("{ptr}+{len} touches unmapped memory at {:#x}", at),
                 ));
             };
-            let off = (at - page) as usize;
+            let bytes = &mut s
+                .chunks
+                .get_mut(&chunk)
+                .expect("a mapped page has its chunk")
+                .data;
+            let off = offset + (at - page) as usize;
             let n = ((page + g).min(end) - at) as usize;
             f(&mut bytes[off..off + n], done);
             done += n;
             at += n as u64;
         }
+        Ok(())
+    }
+}
+
+impl MockBackend {
+    /// Map `chunks` (sizes in bytes) one after the other from `ptr`: one physical
+    /// allocation each, one call.
+    fn map_impl(&self, call: &'static str, ptr: DevicePtr, chunks: &[usize]) -> BackendResult<()> {
+        if !self.cfg.virtual_memory {
+            return Err(BackendError::Unsupported("page mapping"));
+        }
+        BackendCounterCell::bump(&self.counters.map_calls);
+        let mut s = self.state.lock();
+        self.check_fault(&mut s, FaultOn::Map, call)?;
+        let g = self.cfg.granularity;
+        let size = chunks
+            .iter()
+            .try_fold(0usize, |a, &c| a.checked_add(c))
+            .ok_or_else(|| self.invalid(call, "sizes overflow".into()))?;
+        if size == 0
+            || !ptr.0.is_multiple_of(g as u64)
+            || chunks.iter().any(|&c| c == 0 || !c.is_multiple_of(g))
+        {
+            return Err(self.invalid(call, format!("{ptr}+{size} is not page aligned")));
+        }
+        let end = ptr
+            .0
+            .checked_add(size as u64)
+            .ok_or_else(|| self.invalid(call, format!("{ptr}+{size} overflows")))?;
+        let inside = s
+            .ranges
+            .range(..=ptr.0)
+            .next_back()
+            .is_some_and(|(&start, &len)| end <= start + len as u64);
+        if !inside {
+            return Err(self.invalid(call, format!("{ptr}+{size} is not inside a reserved range")));
+        }
+        if (ptr.0..end).step_by(g).any(|p| s.pages.contains_key(&p)) {
+            return Err(self.invalid(call, format!("{ptr}+{size} overlaps mapped pages")));
+        }
+        self.take_bytes(&mut s, size as u64, size)?;
+        let mut at = ptr.0;
+        for &bytes in chunks {
+            let id = s.next_chunk;
+            s.next_chunk += 1;
+            let data = if self.cfg.host_backed {
+                vec![0u8; bytes]
+            } else {
+                Vec::new()
+            };
+            s.chunks.insert(
+                id,
+                Chunk {
+                    start: at,
+                    bytes,
+                    data,
+                },
+            );
+            for offset in (0..bytes).step_by(g) {
+                s.pages
+                    .insert(at + offset as u64, Page { chunk: id, offset });
+            }
+            at += bytes as u64;
+        }
+        self.counters
+            .pages_mapped
+            .fetch_add((size / g) as u64, Relaxed);
+        self.counters
+            .chunks_created
+            .fetch_add(chunks.len() as u64, Relaxed);
         Ok(())
     }
 }
@@ -555,47 +657,19 @@ impl Backend for MockBackend {
     }
 
     fn map(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
+        let g = self.cfg.granularity;
         if !self.cfg.virtual_memory {
             return Err(BackendError::Unsupported("page mapping"));
         }
-        BackendCounterCell::bump(&self.counters.map_calls);
-        let mut s = self.state.lock();
-        self.check_fault(&mut s, FaultOn::Map, "map")?;
-        let g = self.cfg.granularity as u64;
-        if size == 0 || !(size as u64).is_multiple_of(g) || !ptr.0.is_multiple_of(g) {
+        if size == 0 || !size.is_multiple_of(g) {
+            BackendCounterCell::bump(&self.counters.map_calls);
             return Err(self.invalid("map", format!("{ptr}+{size} is not page aligned")));
         }
-        let end = ptr.0 + size as u64;
-        let inside = s
-            .ranges
-            .range(..=ptr.0)
-            .next_back()
-            .is_some_and(|(&start, &len)| end <= start + len as u64);
-        if !inside {
-            return Err(self.invalid(
-                "map",
-                format!("{ptr}+{size} is not inside a reserved range"),
-            ));
-        }
-        if (ptr.0..end)
-            .step_by(g as usize)
-            .any(|p| s.pages.contains_key(&p))
-        {
-            return Err(self.invalid("map", format!("{ptr}+{size} overlaps mapped pages")));
-        }
-        self.take_bytes(&mut s, size as u64, size)?;
-        for p in (ptr.0..end).step_by(g as usize) {
-            let bytes = if self.cfg.host_backed {
-                vec![0u8; g as usize]
-            } else {
-                Vec::new()
-            };
-            s.pages.insert(p, bytes);
-        }
-        self.counters
-            .pages_mapped
-            .fetch_add(size as u64 / g, Relaxed);
-        Ok(())
+        self.map_impl("map", ptr, &vec![g; size / g])
+    }
+
+    fn map_chunks(&self, ptr: DevicePtr, chunks: &[usize]) -> BackendResult<()> {
+        self.map_impl("map_chunks", ptr, chunks)
     }
 
     fn unmap(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
@@ -608,22 +682,41 @@ impl Backend for MockBackend {
             return Err(self.invalid("unmap", format!("{ptr}+{size} is not page aligned")));
         }
         let end = ptr.0 + size as u64;
-        if !(ptr.0..end)
-            .step_by(g as usize)
-            .all(|p| s.pages.contains_key(&p))
-        {
-            return Err(self.invalid(
-                "unmap",
-                format!("{ptr}+{size} has pages that are not mapped"),
-            ));
+        let mut chunks = Vec::new();
+        for p in (ptr.0..end).step_by(g as usize) {
+            let Some(page) = s.pages.get(&p) else {
+                return Err(self.invalid(
+                    "unmap",
+                    format!("{ptr}+{size} has pages that are not mapped"),
+                ));
+            };
+            let c = &s.chunks[&page.chunk];
+            if c.start < ptr.0 || c.start + c.bytes as u64 > end {
+                return Err(self.invalid(
+                    "unmap",
+                    format!(
+                        "{ptr}+{size} cuts the chunk at {:#x} of {} bytes: chunks are unmapped whole",
+                        c.start, c.bytes
+                    ),
+                ));
+            }
+            if page.offset == 0 {
+                chunks.push(page.chunk);
+            }
         }
         for p in (ptr.0..end).step_by(g as usize) {
             s.pages.remove(&p);
+        }
+        for c in &chunks {
+            s.chunks.remove(c);
         }
         self.give_bytes(&mut s, size as u64);
         self.counters
             .pages_unmapped
             .fetch_add(size as u64 / g, Relaxed);
+        self.counters
+            .chunks_released
+            .fetch_add(chunks.len() as u64, Relaxed);
         Ok(())
     }
 
@@ -817,6 +910,40 @@ mod tests {
             (c.pages_mapped, c.pages_unmapped, c.bytes_in_use.current),
             (2, 2, 0)
         );
+    }
+
+    #[test]
+    fn chunks_are_one_allocation_each_and_unmapped_only_whole() {
+        let m = MockBackend::new(MockConfig::default().host_backed());
+        let g = m.granularity();
+        let va = m.reserve(16 * g, g).unwrap();
+        m.map_chunks(va, &[g, 4 * g, 2 * g]).unwrap();
+        let c = m.counters();
+        assert_eq!((c.map_calls, c.pages_mapped, c.chunks_created), (1, 7, 3));
+        assert_eq!(m.mapped_chunks(), 3);
+        // Data runs across chunk borders.
+        let data: Vec<u8> = (0..3 * g).map(|i| (i % 251) as u8).collect();
+        m.copy_to_device(va.offset(g / 2), &data, StreamId::DEFAULT)
+            .unwrap();
+        let mut back = vec![0u8; 3 * g];
+        m.copy_to_host(&mut back, va.offset(g / 2), StreamId::DEFAULT)
+            .unwrap();
+        assert_eq!(back, data);
+        assert!(m.unmap(va.offset(g), 2 * g).is_err(), "half a chunk");
+        assert!(m.unmap(va, 2 * g).is_err(), "a chunk and a half");
+        assert_eq!(
+            m.counters().bytes_in_use.current,
+            7 * g as u64,
+            "nothing moved"
+        );
+        m.unmap(va.offset(g), 4 * g).unwrap();
+        m.unmap(va, g).unwrap();
+        m.unmap(va.offset(5 * g), 2 * g).unwrap();
+        let c = m.counters();
+        assert_eq!((c.chunks_released, c.bytes_in_use.current), (3, 0));
+        assert!(m.map_chunks(va, &[g, 0]).is_err(), "an empty chunk");
+        assert!(m.map_chunks(va, &[g + 4096]).is_err(), "not granular");
+        m.unreserve(va, 16 * g).unwrap();
     }
 
     #[test]

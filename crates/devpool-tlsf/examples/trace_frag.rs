@@ -143,10 +143,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     _ => Mode::Auto,
                 }
             }
-            "--batch" => cfg.map_batch_pages = val()?.parse()?,
-            "--floor-mib" => cfg.cache_floor = val()?.parse::<usize>()? << 20,
-            "--fraction" => cfg.cache_fraction = val()?.parse()?,
-            "--window" => cfg.window_ops = val()?.parse()?,
+            "--batch" => cfg.pages.map_batch_pages = val()?.parse()?,
+            "--chunk" => cfg.pages.chunk_pages = val()?.parse()?,
+            "--floor-mib" => cfg.pages.cache_floor = val()?.parse::<usize>()? << 20,
+            "--fraction" => cfg.pages.cache_fraction = val()?.parse()?,
+            "--window" => cfg.pages.window_ops = val()?.parse()?,
             _ => paths.push(a),
         }
     }
@@ -158,12 +159,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .collect();
     }
     println!(
-        "mode {:?}, map batch {} pages, cache floor {} MiB + {} of the peak, window {} ops",
+        "mode {:?}, map batch {} pages, chunks of up to {} pages, cache floor {} MiB + {} of the peak, window {} ops",
         cfg.mode,
-        cfg.map_batch_pages,
-        cfg.cache_floor >> 20,
-        cfg.cache_fraction,
-        cfg.window_ops
+        cfg.pages.map_batch_pages,
+        cfg.pages.chunk_pages,
+        cfg.pages.cache_floor >> 20,
+        cfg.pages.cache_fraction,
+        cfg.pages.window_ops
     );
     println!(
         "{:<26} {:<11} {:>8} {:>14} {:>14} {:>7} {:>8} {:>9} {:>11} {:>10}",

@@ -1,5 +1,7 @@
-//! [`TlsfConfig`]: granule, backing mode, range and chunk sizes, and the knobs of the
-//! page cache.
+//! [`TlsfConfig`]: granule, backing mode, range and region sizes, and the page
+//! layer's settings.
+
+use devpool_vm::VmConfig;
 
 /// Where a [`TlsfPool`](crate::TlsfPool) gets its memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,8 +19,8 @@ pub enum Mode {
 /// Settings of a [`TlsfPool`](crate::TlsfPool).
 ///
 /// Out-of-range values are brought into range when the pool is made, never refused:
-/// the granule is raised to a power of two in `256..=page size`, the batch and
-/// window to at least 1, the fraction to `0.0..=1.0`.
+/// the granule is raised to a power of two in `256..=page size`, and the page
+/// layer's settings as [`VmConfig`] says.
 ///
 /// ```
 /// use devpool_tlsf::{Mode, TlsfConfig};
@@ -39,18 +41,10 @@ pub struct TlsfConfig {
     /// Smallest region taken from the backend in region mode (default 64 MiB); a
     /// larger request gets a region of its own size, rounded up to the page size.
     pub region_chunk: usize,
-    /// When a block lands on unmapped pages, the run of missing pages is mapped
-    /// rounded up to this many pages where the free room allows (default 8).
-    pub map_batch_pages: usize,
-    /// Unused mapped bytes always allowed (default 32 MiB).
-    pub cache_floor: usize,
-    /// Unused mapped bytes allowed on top of the floor, as a fraction of the recent
-    /// peak of allocated bytes (default 0.002).
-    pub cache_fraction: f64,
-    /// Length, in allocations and frees, of the window over which the recent peak of
-    /// allocated bytes is taken (default 16384). Memory freed since the peak stays
-    /// mapped for reuse until two windows have passed without reaching it again.
-    pub window_ops: u64,
+    /// The page layer's settings in virtual mode: map batch, physical chunk size
+    /// and the cache bound. In region mode the same cache bound applies to wholly
+    /// free regions.
+    pub pages: VmConfig,
 }
 
 impl Default for TlsfConfig {
@@ -60,10 +54,7 @@ impl Default for TlsfConfig {
             mode: Mode::Auto,
             range_size: None,
             region_chunk: 64 << 20,
-            map_batch_pages: 8,
-            cache_floor: 32 << 20,
-            cache_fraction: 0.002,
-            window_ops: 16384,
+            pages: VmConfig::default(),
         }
     }
 }
@@ -89,20 +80,30 @@ impl TlsfConfig {
         self.region_chunk = bytes;
         self
     }
+    /// Other page-layer settings.
+    pub fn pages(mut self, pages: VmConfig) -> Self {
+        self.pages = pages;
+        self
+    }
     /// Another map batch.
     pub fn map_batch_pages(mut self, pages: usize) -> Self {
-        self.map_batch_pages = pages;
+        self.pages.map_batch_pages = pages;
+        self
+    }
+    /// Another largest physical chunk, in pages.
+    pub fn chunk_pages(mut self, pages: usize) -> Self {
+        self.pages.chunk_pages = pages;
         self
     }
     /// Another floor and fraction of the unused mapped bytes kept.
     pub fn cache(mut self, floor: usize, fraction: f64) -> Self {
-        self.cache_floor = floor;
-        self.cache_fraction = fraction;
+        self.pages.cache_floor = floor;
+        self.pages.cache_fraction = fraction;
         self
     }
     /// Another window length.
     pub fn window_ops(mut self, ops: u64) -> Self {
-        self.window_ops = ops;
+        self.pages.window_ops = ops;
         self
     }
 
@@ -115,12 +116,7 @@ impl TlsfConfig {
             .checked_next_power_of_two()
             .unwrap_or(page)
             .min(page);
-        self.map_batch_pages = self.map_batch_pages.max(1);
-        self.window_ops = self.window_ops.max(1);
-        if !self.cache_fraction.is_finite() {
-            self.cache_fraction = 0.0;
-        }
-        self.cache_fraction = self.cache_fraction.clamp(0.0, 1.0);
+        self.pages = self.pages.normalized();
         self
     }
 }

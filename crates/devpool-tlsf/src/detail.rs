@@ -3,9 +3,10 @@
 use crate::config::Mode;
 use crate::pool::TlsfPool;
 use devpool_core::human_bytes;
+use devpool_vm::VmDetail;
 use std::fmt;
 
-/// A snapshot of a pool's blocks, pages and backend calls.
+/// A snapshot of a pool's blocks, and of its page layer in virtual mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TlsfDetail {
     /// [`Mode::Virtual`] or [`Mode::Region`].
@@ -22,17 +23,10 @@ pub struct TlsfDetail {
     pub free_bytes: u64,
     /// Size of the largest free block.
     pub largest_free_block: u64,
-    /// Page size of the mappings.
-    pub page_size: u64,
-    /// Pages mapped.
-    pub mapped_pages: u64,
-    /// Mapped pages that no live block touches (the page cache).
-    pub unused_mapped_pages: u64,
-    /// Calls to the backend's `map`.
-    pub map_calls: u64,
-    /// Calls to the backend's `unmap`.
-    pub unmap_calls: u64,
-    /// Host bytes of the pool's own bookkeeping (nodes, class table, page bitmaps).
+    /// The page layer: pages mapped, used, cached and retiring, chunks, backend
+    /// calls (all zero in region mode).
+    pub pages: VmDetail,
+    /// Host bytes of the pool's own bookkeeping (nodes, class table, page layer).
     pub metadata_bytes: usize,
 }
 
@@ -50,14 +44,9 @@ impl fmt::Display for TlsfDetail {
             ),
             _ => write!(
                 f,
-                "{} mapped unused in {} pages of {}; {} mapped in all; largest free block {}; {} map and {} unmap calls",
-                human_bytes(self.unused_mapped_pages * self.page_size),
-                self.unused_mapped_pages,
-                human_bytes(self.page_size),
-                human_bytes(self.mapped_pages * self.page_size),
-                human_bytes(self.largest_free_block),
-                self.map_calls,
-                self.unmap_calls
+                "{}; largest free block {}",
+                self.pages,
+                human_bytes(self.largest_free_block)
             ),
         }
     }
@@ -73,18 +62,14 @@ impl TlsfPool {
     /// let b = pool.allocate(&Request::new(5 << 20)).unwrap();
     /// pool.deallocate(&b).unwrap();
     /// let d = pool.detail();
-    /// assert_eq!((d.mapped_pages, d.unused_mapped_pages, d.map_calls), (3, 3, 1));
+    /// assert_eq!((d.pages.mapped_pages, d.pages.unused_pages, d.pages.map_calls), (3, 3, 1));
     /// assert_eq!(d.free_blocks, 1);
     /// ```
     pub fn detail(&self) -> TlsfDetail {
         let g = self.inner.lock();
         let (free_blocks, free_bytes, live_blocks) = g.index.counts();
         let spans = g.spans.iter().flatten();
-        let bitmap_bytes: usize = spans
-            .clone()
-            .filter_map(|s| s.pages.as_ref())
-            .map(|p| p.len().div_ceil(64) * 8)
-            .sum();
+        let pages = g.vm.detail();
         TlsfDetail {
             mode: self.mode(),
             spans: spans.clone().count(),
@@ -93,12 +78,8 @@ impl TlsfPool {
             free_blocks,
             free_bytes,
             largest_free_block: g.index.largest_free(),
-            page_size: self.page,
-            mapped_pages: g.mapped_pages,
-            unused_mapped_pages: g.unused_pages,
-            map_calls: g.map_calls,
-            unmap_calls: g.unmap_calls,
-            metadata_bytes: g.index.metadata_bytes() + bitmap_bytes,
+            pages,
+            metadata_bytes: g.index.metadata_bytes() + pages.metadata_bytes,
         }
     }
 }

@@ -11,28 +11,27 @@
 //!   are split on allocation (sizes rounded to a 512-byte granule) and merged with
 //!   both address neighbours on free.
 //! - Virtual mode ([`Mode::Virtual`]): one large reserved address range, blocks packed
-//!   contiguously so neighbours share pages, physical pages mapped on demand (one call
-//!   per run of missing pages) and kept mapped as a bounded cache when no live block
-//!   touches them (see the policy in [`TlsfConfig`]). Memory held tracks the live
-//!   bytes closely, with no power-of-two rounding and no per-block page tail.
-//!   A new block prefers free blocks whose pages are mapped already; the map batch
-//!   rounds a run of missing pages up (8 pages by default) where the free room allows.
-//! - The page cache: unused mapped memory is bounded by
-//!   `floor + fraction × recent peak + (recent peak − allocated)`, enforced when the
-//!   pool grows and once per window of operations, unmapping from the highest
-//!   addresses down. What a training step frees stays mapped for the next step, so
-//!   a repeating workload maps nothing after its first steps; at a new peak only
-//!   the floor (32 MiB) and the fraction (0.2%) stay unused. When the policy's own
-//!   unmaps keep coming back as maps (a working set wider than the bound), the
-//!   bound widens for a while. `trim` unmaps every unused page and gives back
-//!   empty ranges but one (address space costs no memory); on a backend
-//!   out-of-memory the pool unmaps its unused pages and retries once.
+//!   contiguously so neighbours share pages. The pages themselves belong to the page
+//!   layer ([`devpool_vm::PageLayer`]), shared with the buddy strategy: it maps what
+//!   a new block is missing (one call per run, the last run rounded up to a batch of
+//!   8 pages where the free room allows), keeps pages no live block touches mapped
+//!   as a bounded cache, and unmaps in stream order (see [`VmConfig`]). Memory held
+//!   tracks the live bytes closely, with no power-of-two rounding and no per-block
+//!   page tail. A new block prefers free blocks whose pages are mapped already.
+//! - The cache bound: `floor + fraction × recent peak + (recent peak − allocated)`,
+//!   enforced when the pool grows and once per window of operations
+//!   ([`devpool_vm::CachePolicy`]). What a training step frees stays mapped for the
+//!   next step, so a repeating workload maps nothing after its first steps; at a new
+//!   peak only the floor (32 MiB) and the fraction (0.2%) stay unused. `trim` gives
+//!   back every unused page and empty ranges but one (address space costs no
+//!   memory); on a backend out-of-memory the pool gives back its unused pages and
+//!   retries once.
 //! - Region mode ([`Mode::Region`]): the same lists over regions taken in chunks of at
-//!   least 64 MiB; wholly free chunks go back on trim and when the cache is over its
-//!   bound.
+//!   least 64 MiB; wholly free regions go back on trim and when the memory held
+//!   without a live block is over the same bound.
 //! - Alignment: any power of two up to the page size.
-//! - [`TlsfPool::detail`]: free blocks, largest free block, mapped and unused pages,
-//!   map and unmap calls, host bookkeeping bytes.
+//! - [`TlsfPool::detail`]: free blocks, largest free block, the page layer's pages
+//!   and calls, host bookkeeping bytes.
 //!
 //! On the bundled traces in traces/ (example `trace_frag`), the backend's peak of
 //! held bytes over the peak of live bytes is 1.013 (resnet50_train) and 1.006
@@ -58,11 +57,11 @@ mod cache;
 mod config;
 mod detail;
 mod index;
-mod pages;
 mod pool;
 mod span;
 mod vm;
 
 pub use config::{Mode, TlsfConfig};
 pub use detail::TlsfDetail;
+pub use devpool_vm::{VmConfig, VmDetail};
 pub use pool::{tlsf, TlsfPool};

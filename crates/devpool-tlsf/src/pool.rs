@@ -7,6 +7,7 @@ use devpool_core::{
     align_up, Backend, Block, Counters, DeviceId, DevicePtr, Error, Gauge, IntoBackend, Pool,
     Request, Result, Stats, StreamOrdered,
 };
+use devpool_vm::{CachePolicy, PageLayer};
 use parking_lot::Mutex;
 use std::sync::Arc;
 
@@ -20,23 +21,10 @@ const GEN_MASK: u64 = (1 << GEN_BITS) - 1;
 pub(crate) struct Inner {
     pub index: Index,
     pub spans: Vec<Option<Span>>,
-    /// Pages mapped in all spans.
-    pub mapped_pages: u64,
-    /// Mapped pages that no live block touches.
-    pub unused_pages: u64,
-    /// Granted bytes of live blocks.
-    pub allocated: u64,
-    /// Peak of `allocated` in the current and the previous window.
-    pub peak_now: u64,
-    pub peak_before: u64,
-    /// Allocations and frees in the current window.
-    pub ops: u64,
-    /// Pages the cache policy unmapped since the last window.
-    pub policy_unmapped: u64,
-    /// Releases the cache policy made since the last window.
-    pub policy_unmap_calls: u64,
-    /// Extra unused bytes allowed after early unmaps had to be mapped again.
-    pub slack: u64,
+    /// Ranges, pages and the unmapping policy (virtual mode).
+    pub vm: PageLayer,
+    /// The cache bound of wholly free regions (region mode).
+    pub policy: CachePolicy,
     /// Requested bytes, granted bytes and blocks, live, with their peaks; and counts
     /// of allocations and frees.
     pub live: Gauge,
@@ -44,8 +32,6 @@ pub(crate) struct Inner {
     pub blocks: Gauge,
     pub allocations: u64,
     pub frees: u64,
-    pub map_calls: u64,
-    pub unmap_calls: u64,
 }
 
 /// A TLSF pool serving one stream. See the [crate docs](crate).
@@ -58,7 +44,7 @@ pub(crate) struct Inner {
 /// let a = pool.allocate(&Request::new(3 << 20)).unwrap();
 /// let b = pool.allocate(&Request::new(1000)).unwrap();
 /// assert_eq!(b.ptr.0, a.ptr.0 + a.size as u64, "packed contiguously");
-/// assert_eq!(pool.detail().mapped_pages, 2, "two 2 MiB pages back 3 MiB + 1000 B");
+/// assert_eq!(pool.detail().pages.mapped_pages, 2, "two 2 MiB pages back 3 MiB + 1000 B");
 /// pool.deallocate(&a).unwrap();
 /// pool.deallocate(&b).unwrap();
 /// pool.trim().unwrap();
@@ -135,22 +121,13 @@ impl TlsfPool {
             inner: Mutex::new(Inner {
                 index: Index::new(cfg.granule as u64, SCAN),
                 spans: Vec::new(),
-                mapped_pages: 0,
-                unused_pages: 0,
-                allocated: 0,
-                peak_now: 0,
-                peak_before: 0,
-                ops: 0,
-                policy_unmapped: 0,
-                policy_unmap_calls: 0,
-                slack: 0,
+                vm: PageLayer::new(backend.clone(), cfg.pages.clone()),
+                policy: CachePolicy::new(&cfg.pages),
                 live: Gauge::default(),
                 granted: Gauge::default(),
                 blocks: Gauge::default(),
                 allocations: 0,
                 frees: 0,
-                map_calls: 0,
-                unmap_calls: 0,
             }),
             cfg,
             backend,
@@ -196,20 +173,23 @@ impl TlsfPool {
         }
     }
 
-    /// Count one allocation or free; at the end of a window, roll the peaks over and
-    /// bring the cache within its bound.
+    /// Region mode: count one allocation or free; at the end of a window, bring the
+    /// wholly free regions within the bound. (In virtual mode the page layer counts
+    /// its own.)
     #[inline]
     fn tick(&self, g: &mut Inner) {
-        g.ops += 1;
-        if g.ops >= self.cfg.window_ops {
-            g.ops = 0;
-            g.peak_before = g.peak_now;
-            g.peak_now = g.allocated;
-            g.policy_unmapped = 0;
-            g.policy_unmap_calls = 0;
-            g.slack -= g.slack / 4;
-            // A failing unmap leaves the pages mapped and counted: nothing to undo.
-            let _ = self.enforce_cache(g, 0, None);
+        if !self.is_virtual && g.policy.tick() {
+            // A failing release leaves the regions held and counted: nothing to undo.
+            let _ = self.enforce_regions(g, 0);
+        }
+    }
+
+    /// Device bytes held now and at peak.
+    pub(crate) fn reserved(&self, g: &Inner) -> Gauge {
+        if self.is_virtual {
+            g.vm.held()
+        } else {
+            self.counters.snapshot().reserved_bytes
         }
     }
 }
@@ -253,10 +233,10 @@ impl Pool for TlsfPool {
                 })?
             }
         };
-        let (i, missing) = if self.is_virtual {
+        let i = if self.is_virtual {
             self.prefer_mapped(&g, i, need, size as u64, align as u64)
         } else {
-            (i, 0)
+            i
         };
         let n = *g.index.node(i);
         // Spans end far below the top of the address space: no overflow.
@@ -268,13 +248,12 @@ impl Pool for TlsfPool {
                 n.span,
                 (n.addr, n.addr + n.size),
                 (addr, addr + size),
-                Some(missing),
             )?;
+        } else {
+            g.policy.on_alloc(size);
         }
         g.index.carve(i, addr - n.addr, size, req.size as u64);
         let gen = g.index.node(i).gen as u64 & GEN_MASK;
-        g.allocated += size;
-        g.peak_now = g.peak_now.max(g.allocated);
         up(&mut g.live, req.size as u64);
         up(&mut g.granted, size);
         up(&mut g.blocks, 1);
@@ -295,17 +274,12 @@ impl Pool for TlsfPool {
         let mut g = self.inner.lock();
         let i = self.lookup(&g, block)?;
         let n = *g.index.node(i);
-        let m = g.index.release(i);
+        g.index.release(i);
         if self.is_virtual {
-            let f = *g.index.node(m);
-            self.unmapped_by_free(
-                &mut g,
-                n.span,
-                (f.addr, f.addr + f.size),
-                (n.addr, n.addr + n.size),
-            );
+            self.unmapped_by_free(&mut g, n.span, (n.addr, n.addr + n.size), block.stream);
+        } else {
+            g.policy.on_free(n.size);
         }
-        g.allocated -= n.size;
         g.live.current -= n.requested;
         g.granted.current -= n.size;
         g.blocks.current -= 1;
@@ -321,13 +295,16 @@ impl Pool for TlsfPool {
 
     fn stats(&self) -> Stats {
         let g = self.inner.lock();
+        let c = self.counters.snapshot();
         Stats {
             live_bytes: g.live,
             allocated_bytes: g.granted,
             live_blocks: g.blocks,
             allocations: g.allocations,
             frees: g.frees,
-            ..self.counters.snapshot()
+            reserved_bytes: self.reserved(&g),
+            backend_calls: c.backend_calls + g.vm.backend_calls(),
+            ..c
         }
     }
 
@@ -335,7 +312,7 @@ impl Pool for TlsfPool {
         let mut g = self.inner.lock();
         let mut released = 0;
         if self.is_virtual {
-            released += self.release_pages(&mut g, u64::MAX, None)? as usize * self.page as usize;
+            released += g.vm.trim()?;
         }
         released += self.release_free_spans(&mut g, usize::MAX, true)?;
         Ok(released)
@@ -348,30 +325,13 @@ impl Pool for TlsfPool {
 
 impl Drop for TlsfPool {
     fn drop(&mut self) {
+        // Ranges go with the page layer; regions are given back here.
         let g = self.inner.get_mut();
         for sp in g.spans.drain(..).flatten() {
-            match &sp.pages {
-                Some(pm) => {
-                    let mut p = 0;
-                    while p < pm.len() {
-                        let s = pm.next(p, pm.len(), true);
-                        if s >= pm.len() {
-                            break;
-                        }
-                        let e = pm.next(s, pm.len(), false);
-                        let _ = self.backend.unmap(
-                            DevicePtr(sp.base + s as u64 * self.page),
-                            (e - s) * self.page as usize,
-                        );
-                        p = e;
-                    }
-                    let _ = self.backend.unreserve(DevicePtr(sp.base), sp.size as usize);
-                }
-                None => {
-                    let _ = self
-                        .backend
-                        .free_region(DevicePtr(sp.base), sp.size as usize);
-                }
+            if sp.range.is_none() {
+                let _ = self
+                    .backend
+                    .free_region(DevicePtr(sp.base), sp.size as usize);
             }
         }
     }

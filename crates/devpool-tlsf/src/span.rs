@@ -1,10 +1,10 @@
 //! Spans: the pieces of address space the pool manages, and taking them from and
-//! giving them back to the backend (reserved ranges in virtual mode, regions in
-//! region mode).
+//! giving them back to the backend (reserved ranges of the page layer in virtual
+//! mode, regions in region mode).
 
-use crate::pages::PageMap;
 use crate::pool::{Inner, TlsfPool};
 use devpool_core::{align_up, BackendError, DevicePtr, Error, Result};
+use devpool_vm::RangeId;
 
 /// One reserved range or region.
 #[derive(Debug)]
@@ -13,27 +13,8 @@ pub(crate) struct Span {
     pub base: u64,
     /// Bytes.
     pub size: u64,
-    /// Mapped pages (virtual mode only).
-    pub pages: Option<PageMap>,
-}
-
-/// Page index range `[first, end)` of pages wholly inside `[lo, hi)`, relative to
-/// `base` (`page` is a power of two).
-#[inline]
-pub(crate) fn full_pages(base: u64, page: u64, lo: u64, hi: u64) -> (usize, usize) {
-    let sh = page.trailing_zeros();
-    let a = ((lo - base + page - 1) >> sh) as usize;
-    let b = ((hi - base) >> sh) as usize;
-    (a, b.max(a))
-}
-
-/// Page index range `[first, end)` of pages that `[lo, hi)` touches.
-#[inline]
-pub(crate) fn touched_pages(base: u64, page: u64, lo: u64, hi: u64) -> (usize, usize) {
-    (
-        ((lo - base) / page) as usize,
-        (hi - base).div_ceil(page) as usize,
-    )
+    /// The page layer's range (virtual mode only).
+    pub range: Option<RangeId>,
 }
 
 fn oom(requested: usize, backend: &dyn devpool_core::Backend) -> Error {
@@ -68,13 +49,12 @@ impl TlsfPool {
                 None => 64 << 30,
             };
             let size = align_up(default.max(rounded), page as usize).unwrap_or(rounded);
-            let ptr = self.backend.reserve(size, page as usize)?;
-            self.counters.on_backend_call();
-            let pages = PageMap::new(size / page as usize);
-            self.add_span(g, ptr, size, Some(pages));
+            let r = g.vm.reserve(size, page as usize)?;
+            let base = g.vm.base(r);
+            self.add_span(g, DevicePtr(base), size, Some(r));
         } else {
             // A failing release leaves the regions held and counted: nothing to undo.
-            let _ = self.enforce_cache(g, need, None);
+            let _ = self.enforce_regions(g, need);
             let chunk = align_up(self.cfg.region_chunk.max(1), page as usize).unwrap_or(rounded);
             let size = chunk.max(rounded);
             match self.backend.alloc_region(size) {
@@ -95,11 +75,11 @@ impl TlsfPool {
         Ok(())
     }
 
-    fn add_span(&self, g: &mut Inner, ptr: DevicePtr, size: usize, pages: Option<PageMap>) {
+    fn add_span(&self, g: &mut Inner, ptr: DevicePtr, size: usize, range: Option<RangeId>) {
         let span = Span {
             base: ptr.0,
             size: size as u64,
-            pages,
+            range,
         };
         let id = match g.spans.iter().position(Option::is_none) {
             Some(i) => {
@@ -120,5 +100,53 @@ impl TlsfPool {
             .iter()
             .flatten()
             .any(|s| addr >= s.base && addr < s.base + s.size)
+    }
+
+    /// Give back spans with no live block: regions until `want` bytes are released,
+    /// and, when `unreserve`, reserved ranges with no page mapped but one (address
+    /// space costs no memory, and keeping one range saves reserving it again).
+    /// Returns the device bytes released (reserved ranges hold none).
+    pub(crate) fn release_free_spans(
+        &self,
+        g: &mut Inner,
+        want: usize,
+        unreserve: bool,
+    ) -> Result<usize> {
+        let mut released = 0;
+        let mut ranges = g
+            .spans
+            .iter()
+            .flatten()
+            .filter(|s| s.range.is_some())
+            .count();
+        for id in (0..g.spans.len()).rev() {
+            if released >= want {
+                break;
+            }
+            let Some(sp) = &g.spans[id] else { continue };
+            if g.index.whole_free(id as u32).is_none() {
+                continue;
+            }
+            let (base, size) = (DevicePtr(sp.base), sp.size as usize);
+            match sp.range {
+                Some(r) => {
+                    if !unreserve || ranges <= 1 || !g.vm.is_empty(r) {
+                        continue;
+                    }
+                    if !g.vm.unreserve(r)? {
+                        continue;
+                    }
+                    ranges -= 1;
+                }
+                None => {
+                    self.backend.free_region(base, size)?;
+                    self.counters.on_release(size);
+                    released += size;
+                }
+            }
+            g.index.remove_span(id as u32);
+            g.spans[id] = None;
+        }
+        Ok(released)
     }
 }

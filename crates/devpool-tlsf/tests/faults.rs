@@ -120,7 +120,7 @@ fn out_of_memory_gives_back_unused_pages_and_retries() {
     let a = pool.allocate(&Request::new(40 << 20)).unwrap();
     let keep = pool.allocate(&Request::new(2 << 20)).unwrap();
     pool.deallocate(&a).unwrap();
-    assert!(pool.detail().unused_mapped_pages >= 20, "{}", pool.detail());
+    assert!(pool.detail().pages.unused_pages >= 20, "{}", pool.detail());
     let big = pool.allocate(&Request::new(48 << 20)).unwrap();
     assert!(big.ptr.0 >= keep.ptr.0 || big.ptr.0 + big.size as u64 <= keep.ptr.0);
     exact(&pool, &mock);

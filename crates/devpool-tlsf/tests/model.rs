@@ -110,7 +110,7 @@ proptest! {
                 }
                 Op::Trim => {
                     pool.trim().map_err(|e| TestCaseError::fail(format!("trim: {e}")))?;
-                    prop_assert_eq!(pool.detail().unused_mapped_pages, 0);
+                    prop_assert_eq!(pool.detail().pages.free_chunk_pages, 0);
                 }
             }
             check(&pool, &mock, &model)?;
@@ -127,7 +127,7 @@ proptest! {
         prop_assert_eq!(pool.stats().reserved_bytes.current, 0);
         prop_assert_eq!(mock.counters().bytes_in_use.current, 0);
         let d = pool.detail();
-        prop_assert!(d.spans <= 1 && d.mapped_pages == 0, "at most one empty range stays: {:?}", d);
+        prop_assert!(d.spans <= 1 && d.pages.mapped_pages == 0, "at most one empty range stays: {:?}", d);
         if !pool.mode().eq(&Mode::Virtual) {
             prop_assert_eq!(d.spans, 0);
         }

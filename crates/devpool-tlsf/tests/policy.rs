@@ -5,9 +5,11 @@ use devpool_tlsf::{Mode, TlsfConfig, TlsfPool};
 
 const MIB: usize = 1 << 20;
 
+/// A virtual-mode pool with one physical chunk per page, so that any unused page
+/// can go (chunks are tested in the page layer's own tests).
 fn pool(cfg: TlsfConfig) -> (std::sync::Arc<MockBackend>, TlsfPool) {
     let mock = MockBackend::shared();
-    let p = TlsfPool::new(mock.clone(), cfg.mode(Mode::Virtual));
+    let p = TlsfPool::new(mock.clone(), cfg.mode(Mode::Virtual).chunk_pages(1));
     (mock, p)
 }
 
@@ -25,7 +27,10 @@ fn neighbours_share_pages() {
         );
     }
     let page = mock.granularity();
-    assert_eq!(p.detail().mapped_pages as usize, (9 * MIB).div_ceil(page));
+    assert_eq!(
+        p.detail().pages.mapped_pages as usize,
+        (9 * MIB).div_ceil(page)
+    );
     p.verify().unwrap();
 }
 
@@ -82,7 +87,7 @@ fn the_cache_shrinks_to_its_bound_when_the_work_shrinks() {
     }
     let page = mock.granularity() as u64;
     assert!(
-        p.detail().unused_mapped_pages * page >= 100 * MIB as u64,
+        p.detail().pages.unused_pages * page >= 100 * MIB as u64,
         "freed memory stays for reuse at first"
     );
     // Three windows of small work: the peak of the big blocks is forgotten.
@@ -92,10 +97,10 @@ fn the_cache_shrinks_to_its_bound_when_the_work_shrinks() {
     }
     let d = p.detail();
     assert!(
-        d.unused_mapped_pages * page <= (floor + MIB) as u64,
+        d.pages.unused_pages * page <= (floor + MIB) as u64,
         "cache above its bound: {d}"
     );
-    assert!(d.unmap_calls >= 1);
+    assert!(d.pages.unmap_calls >= 1);
     p.verify().unwrap();
     assert_eq!(
         p.stats().reserved_bytes.current,
@@ -114,11 +119,11 @@ fn trim_unmaps_every_unused_page_and_keeps_live_ones() {
     let released = p.trim().unwrap();
     assert!(released >= 56 * MIB, "released {released}");
     let d = p.detail();
-    assert_eq!(d.unused_mapped_pages, 0);
+    assert_eq!(d.pages.unused_pages, 0);
     let page = mock.granularity() as u64;
     // 5 MiB at an offset of 30 MiB touches pages 15, 16 and 17.
     assert_eq!(
-        d.mapped_pages,
+        d.pages.mapped_pages,
         (keep.ptr.0 % page + keep.size as u64).div_ceil(page)
     );
     p.verify().unwrap();
@@ -146,8 +151,8 @@ fn unmapping_starts_from_the_top() {
     // both holes have 10 unused pages, and the new block needs its own.
     let grow = p.allocate(&Request::new(64 * MIB)).unwrap();
     let d = p.detail();
-    assert_eq!(d.unused_mapped_pages, 0, "{d}");
-    assert!(d.unmap_calls >= 2);
+    assert_eq!(d.pages.unused_pages, 0, "{d}");
+    assert!(d.pages.unmap_calls >= 2);
     // The lower hole is reused first by a block that fits it.
     let again = p.allocate(&Request::new(20 * MIB)).unwrap();
     assert_eq!(again.ptr, low.ptr);
@@ -265,8 +270,11 @@ fn settings_out_of_range_are_brought_into_range() {
             .window_ops(0),
     );
     let c = p.config();
-    assert_eq!((c.granule, c.map_batch_pages, c.window_ops), (256, 1, 1));
-    assert_eq!(c.cache_fraction, 0.0);
+    assert_eq!(
+        (c.granule, c.pages.map_batch_pages, c.pages.window_ops),
+        (256, 1, 1)
+    );
+    assert_eq!(c.pages.cache_fraction, 0.0);
     let huge = TlsfPool::new(mock.clone(), TlsfConfig::default().granule(1 << 40));
     assert_eq!(huge.config().granule, mock.granularity());
     let b = p.allocate(&Request::new(1000)).unwrap();

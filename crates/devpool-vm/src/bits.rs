@@ -1,14 +1,13 @@
-//! [`PageMap`]: which pages of a reserved range are mapped, one bit per page, with
-//! the word-at-a-time searches the pool needs (runs of mapped or missing pages,
-//! upwards and downwards).
+//! [`Bits`]: one bit per page, with the word-at-a-time searches the page layer needs
+//! (counts, runs upwards and downwards).
 
-/// One bit per page: set when the page is mapped.
+/// A fixed-length bitmap.
 #[derive(Clone, Debug)]
-pub(crate) struct PageMap {
+pub(crate) struct Bits {
     words: Vec<u64>,
-    pages: usize,
 }
 
+/// The bits of word `w` that lie in `[lo, hi)`.
 #[inline]
 fn word_mask(w: usize, lo: usize, hi: usize) -> u64 {
     let start = w * 64;
@@ -21,21 +20,21 @@ fn word_mask(w: usize, lo: usize, hi: usize) -> u64 {
     upper & (u64::MAX << a)
 }
 
-impl PageMap {
-    /// `pages` pages, none mapped.
-    pub fn new(pages: usize) -> Self {
-        PageMap {
-            words: vec![0; pages.div_ceil(64)],
-            pages,
+impl Bits {
+    /// `len` bits, all clear.
+    pub fn new(len: usize) -> Self {
+        Bits {
+            words: vec![0; len.div_ceil(64)],
         }
     }
 
-    /// Pages covered.
-    pub fn len(&self) -> usize {
-        self.pages
+    /// Whether bit `i` is set.
+    #[inline]
+    pub fn get(&self, i: usize) -> bool {
+        self.words[i / 64] >> (i % 64) & 1 == 1
     }
 
-    /// Mapped pages in `[lo, hi)`.
+    /// Set bits in `[lo, hi)`.
     #[inline]
     pub fn count(&self, lo: usize, hi: usize) -> usize {
         if lo >= hi {
@@ -46,7 +45,8 @@ impl PageMap {
             .sum()
     }
 
-    /// Mark `[lo, hi)` mapped (`on`) or not.
+    /// Set (`on`) or clear `[lo, hi)`.
+    #[inline]
     pub fn set(&mut self, lo: usize, hi: usize, on: bool) {
         if lo >= hi {
             return;
@@ -61,7 +61,7 @@ impl PageMap {
         }
     }
 
-    /// The first page in `[lo, hi)` whose bit is `on`, or `hi`.
+    /// The first bit in `[lo, hi)` that is `on`, or `hi`.
     #[inline]
     pub fn next(&self, lo: usize, hi: usize, on: bool) -> usize {
         let mut p = lo;
@@ -77,12 +77,29 @@ impl PageMap {
         hi
     }
 
-    /// The last page in `[lo, hi)` whose bit is `on`.
+    /// The last bit in `[lo, hi)` that is `on`.
+    #[inline]
     pub fn prev(&self, lo: usize, hi: usize, on: bool) -> Option<usize> {
         let mut p = hi;
         while p > lo {
             let w = (p - 1) / 64;
             let word = if on { self.words[w] } else { !self.words[w] };
+            let bits = word & word_mask(w, lo, p);
+            if bits != 0 {
+                return Some(w * 64 + 63 - bits.leading_zeros() as usize);
+            }
+            p = w * 64;
+        }
+        None
+    }
+
+    /// The last bit in `[lo, hi)` set in `self` and clear in both `a` and `b`.
+    #[inline]
+    pub fn prev_only(&self, a: &Bits, b: &Bits, lo: usize, hi: usize) -> Option<usize> {
+        let mut p = hi;
+        while p > lo {
+            let w = (p - 1) / 64;
+            let word = self.words[w] & !a.words[w] & !b.words[w];
             let bits = word & word_mask(w, lo, p);
             if bits != 0 {
                 return Some(w * 64 + 63 - bits.leading_zeros() as usize);
@@ -100,28 +117,38 @@ mod tests {
     #[test]
     fn runs_and_counts_match_a_plain_vector() {
         let n = 300;
-        let mut pm = PageMap::new(n);
+        let mut bits = Bits::new(n);
+        let mut other = Bits::new(n);
+        let none = Bits::new(n);
         let mut model = vec![false; n];
+        let mut omodel = vec![false; n];
         let mut x = 12345u64;
-        for _ in 0..200 {
+        for round in 0..300 {
             x = x
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             let lo = (x >> 33) as usize % n;
             let hi = (lo + (x >> 20) as usize % 90).min(n);
             let on = x & 1 == 0;
-            pm.set(lo, hi, on);
-            model[lo..hi].iter_mut().for_each(|b| *b = on);
+            if round % 3 == 0 {
+                other.set(lo, hi, on);
+                omodel[lo..hi].iter_mut().for_each(|b| *b = on);
+            } else {
+                bits.set(lo, hi, on);
+                model[lo..hi].iter_mut().for_each(|b| *b = on);
+            }
             let (a, b) = ((x >> 7) as usize % n, (x >> 13) as usize % n);
             let (a, b) = (a.min(b), a.max(b));
-            assert_eq!(pm.count(a, b), model[a..b].iter().filter(|&&v| v).count());
+            assert_eq!(bits.count(a, b), model[a..b].iter().filter(|&&v| v).count());
             for on in [true, false] {
                 let want = (a..b).find(|&p| model[p] == on).unwrap_or(b);
-                assert_eq!(pm.next(a, b, on), want);
+                assert_eq!(bits.next(a, b, on), want);
                 let want = (a..b).rev().find(|&p| model[p] == on);
-                assert_eq!(pm.prev(a, b, on), want);
+                assert_eq!(bits.prev(a, b, on), want);
             }
+            let want = (a..b).rev().find(|&p| model[p] && !omodel[p]);
+            assert_eq!(bits.prev_only(&other, &none, a, b), want);
+            assert_eq!(bits.get(a), model[a]);
         }
-        assert_eq!(pm.len(), n);
     }
 }

@@ -1,0 +1,383 @@
+//! [`PageLayer`]: the state every virtual-memory strategy keeps about its pages, and
+//! the calls a placement makes when it hands out and takes back a block.
+
+use crate::config::VmConfig;
+use crate::policy::CachePolicy;
+use crate::range::Range;
+use crate::retire::Retire;
+use crate::uses::Footprint;
+use devpool_core::{align_up, Backend, DevicePtr, Error, Gauge, Result, StreamId};
+use std::sync::Arc;
+
+/// A reserved range of a [`PageLayer`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RangeId(pub(crate) u32);
+
+impl RangeId {
+    /// The range's index among the layer's ranges (stable while it lives).
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Page counts, kept in step with the ranges' bitmaps.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Counts {
+    /// Pages mapped (retiring ones included).
+    pub mapped: u64,
+    /// Pages some live block touches.
+    pub used: u64,
+    /// Pages mapped, untouched and not retiring: the cache.
+    pub unused: u64,
+    /// Unused pages in chunks no live block touches (those the policy can give
+    /// back; the other unused pages share a chunk with a used page).
+    pub free: u64,
+    /// Pages waiting to be unmapped.
+    pub retiring: u64,
+}
+
+/// Backend calls made.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Calls {
+    pub maps: u64,
+    pub chunks: u64,
+    pub unmaps: u64,
+    pub reserves: u64,
+    pub unreserves: u64,
+    pub events: u64,
+    pub waits: u64,
+}
+
+/// Range `r` of `ranges`, which the caller checked.
+#[inline]
+pub(crate) fn at(ranges: &mut [Option<Range>], r: RangeId) -> &mut Range {
+    ranges[r.index()]
+        .as_mut()
+        .expect("callers checked the range")
+}
+
+/// Operations between two looks at the retiring queue on the free path.
+pub(crate) const POLL_EVERY: u32 = 8;
+
+/// The page layer: reserved ranges, which pages are mapped and used, the physical
+/// chunks behind them, and the policy of when to map and unmap. See the
+/// [crate docs](crate).
+///
+/// A placement (TLSF, buddy) reserves ranges with [`reserve`](Self::reserve), and
+/// calls [`acquire`](Self::acquire) for each block it hands out and
+/// [`release`](Self::release) for each block it takes back; the layer maps what a
+/// block needs and decides what to unmap. It is not thread-safe by itself: a pool
+/// keeps it under its own lock.
+///
+/// ```
+/// use devpool_core::{Backend, MockBackend, StreamId};
+/// use devpool_vm::{PageLayer, VmConfig};
+/// let mock = MockBackend::shared();
+/// let mut vm = PageLayer::new(mock.clone(), VmConfig::default().map_batch_pages(1));
+/// let page = vm.page_size();
+/// let r = vm.reserve(64 * page as usize, page as usize).unwrap();
+/// let base = vm.base(r);
+/// // A block of three pages and a bit, then its neighbour sharing its last page.
+/// vm.acquire(r, (base, base + 3 * page + 100), (base, base + 64 * page)).unwrap();
+/// vm.acquire(r, (base + 3 * page + 100, base + 5 * page), (base + 3 * page + 100, base + 64 * page)).unwrap();
+/// assert_eq!(mock.counters().bytes_in_use.current, 5 * page);
+/// vm.release(r, (base, base + 3 * page + 100), StreamId::DEFAULT);
+/// assert_eq!(vm.detail().unused_pages, 3, "kept mapped as a cache; page 3 is still used");
+/// vm.release(r, (base + 3 * page + 100, base + 5 * page), StreamId::DEFAULT);
+/// vm.trim().unwrap();
+/// assert_eq!(mock.counters().bytes_in_use.current, 0);
+/// ```
+pub struct PageLayer {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) cfg: VmConfig,
+    pub(crate) shift: u32,
+    pub(crate) ranges: Vec<Option<Range>>,
+    pub(crate) policy: CachePolicy,
+    pub(crate) n: Counts,
+    pub(crate) retire: Retire,
+    /// Streams whose blocks were released here: the streams whose queued work may
+    /// still touch an unused page.
+    pub(crate) streams: Vec<StreamId>,
+    pub(crate) held: Gauge,
+    pub(crate) calls: Calls,
+    pub(crate) since_poll: u32,
+}
+
+impl PageLayer {
+    /// A layer over `backend` (which must support virtual memory for
+    /// [`reserve`](Self::reserve) to succeed). Settings out of range are brought into
+    /// range.
+    pub fn new(backend: Arc<dyn Backend>, cfg: VmConfig) -> Self {
+        let page = backend
+            .granularity()
+            .max(devpool_core::MIN_ALIGN)
+            .checked_next_power_of_two()
+            .unwrap_or(1 << 30);
+        let cfg = cfg.normalized();
+        PageLayer {
+            backend,
+            shift: page.trailing_zeros(),
+            ranges: Vec::new(),
+            policy: CachePolicy::new(&cfg),
+            cfg,
+            n: Counts::default(),
+            retire: Retire::default(),
+            streams: Vec::new(),
+            held: Gauge::default(),
+            calls: Calls::default(),
+            since_poll: 0,
+        }
+    }
+
+    /// The page size: the backend's granularity.
+    #[inline]
+    pub fn page_size(&self) -> u64 {
+        1 << self.shift
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &VmConfig {
+        &self.cfg
+    }
+
+    /// The cache policy's state.
+    pub fn policy(&self) -> &CachePolicy {
+        &self.policy
+    }
+
+    /// Device bytes held now and at peak: every mapped page, retiring ones included.
+    pub fn held(&self) -> Gauge {
+        self.held
+    }
+
+    /// Backend calls made: maps, unmaps, reserves and unreserves.
+    pub fn backend_calls(&self) -> u64 {
+        let c = &self.calls;
+        c.maps + c.unmaps + c.reserves + c.unreserves
+    }
+
+    /// Reserve `size` bytes of address space (rounded up to a page), aligned to
+    /// `align` (at least a page).
+    pub fn reserve(&mut self, size: usize, align: usize) -> Result<RangeId> {
+        let page = self.page_size() as usize;
+        let size = align_up(size.max(1), page).ok_or(Error::TooLarge {
+            size,
+            max: isize::MAX as usize,
+        })?;
+        let align = align.max(page).checked_next_power_of_two().unwrap_or(page);
+        let base = self.backend.reserve(size, align)?;
+        self.calls.reserves += 1;
+        let range = Range::new(
+            base.0,
+            size as u64,
+            size >> self.shift,
+            self.cfg.chunk_pages,
+        );
+        let i = match self.ranges.iter().position(Option::is_none) {
+            Some(i) => {
+                self.ranges[i] = Some(range);
+                i
+            }
+            None => {
+                self.ranges.push(Some(range));
+                self.ranges.len() - 1
+            }
+        };
+        Ok(RangeId(i as u32))
+    }
+
+    /// Give range `r` back, if no page of it is mapped or used; returns whether it
+    /// went.
+    pub fn unreserve(&mut self, r: RangeId) -> Result<bool> {
+        let rg = self.range(r)?;
+        if rg.top > 0 {
+            return Ok(false);
+        }
+        let (base, size) = (DevicePtr(rg.base), rg.size as usize);
+        self.backend.unreserve(base, size)?;
+        self.calls.unreserves += 1;
+        self.ranges[r.index()] = None;
+        while matches!(self.ranges.last(), Some(None)) {
+            self.ranges.pop();
+        }
+        Ok(true)
+    }
+
+    /// First address of range `r` (0 for a range that is gone).
+    pub fn base(&self, r: RangeId) -> u64 {
+        self.range(r).map_or(0, |rg| rg.base)
+    }
+
+    /// Bytes of range `r` (0 for a range that is gone).
+    pub fn size(&self, r: RangeId) -> u64 {
+        self.range(r).map_or(0, |rg| rg.size)
+    }
+
+    /// Ranges reserved now.
+    pub fn ranges(&self) -> impl Iterator<Item = RangeId> + '_ {
+        self.ranges
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.is_some())
+            .map(|(i, _)| RangeId(i as u32))
+    }
+
+    /// Whether range `r` has no page mapped or used.
+    pub fn is_empty(&self, r: RangeId) -> bool {
+        // Used pages are mapped: nothing mapped means nothing used.
+        self.range(r).is_ok_and(|rg| rg.top == 0)
+    }
+
+    pub(crate) fn range(&self, r: RangeId) -> Result<&Range> {
+        match self.ranges.get(r.index()) {
+            Some(Some(rg)) => Ok(rg),
+            _ => Err(Error::Unsupported("a range this page layer does not hold")),
+        }
+    }
+
+    fn checked(&self, r: RangeId, lo: u64, hi: u64) -> Result<&Range> {
+        let rg = self.range(r)?;
+        if lo >= hi || !rg.holds(lo, hi) {
+            return Err(Error::NotOwned { ptr: DevicePtr(lo) });
+        }
+        Ok(rg)
+    }
+
+    /// Pages that bytes `[lo, hi)` of range `r` touch and that are not mapped
+    /// (retiring pages count as mapped: a block placed there keeps them).
+    #[inline]
+    pub fn missing(&self, r: RangeId, lo: u64, hi: u64) -> usize {
+        match self.checked(r, lo, hi) {
+            Ok(rg) => {
+                let (a, b) = rg.touched(self.shift, lo, hi);
+                (b - a) - rg.mapped.count(a, b)
+            }
+            Err(_) => 0,
+        }
+    }
+
+    /// Pages that bytes `[lo, hi)` of range `r` touch and that are mapped.
+    #[inline]
+    pub fn mapped_in(&self, r: RangeId, lo: u64, hi: u64) -> usize {
+        match self.checked(r, lo, hi) {
+            Ok(rg) => {
+                let (a, b) = rg.touched(self.shift, lo, hi);
+                rg.mapped.count(a, b)
+            }
+            Err(_) => 0,
+        }
+    }
+
+    /// A block now covers bytes `[lo, hi)` of range `r`, carved from free room
+    /// `room` (which contains it): count its pages as used and map those missing,
+    /// the last run rounded up to the map batch inside the room. On error nothing is
+    /// counted (pages mapped on the way stay mapped, as cache).
+    pub fn acquire(&mut self, r: RangeId, (lo, hi): (u64, u64), room: (u64, u64)) -> Result<()> {
+        let rg = self.checked(r, lo, hi)?;
+        let pages = Footprint::of(rg, self.shift, lo, hi);
+        if rg.retiring.count(pages.p0, pages.p1) > 0 {
+            self.rescue(r, pages.p0, pages.p1);
+        }
+        let missing = self.add_uses(r, pages);
+        if missing > 0 {
+            if let Err(e) = self.grow(r, pages, room, missing, hi - lo) {
+                self.take_uses(r, pages);
+                return Err(e);
+            }
+        }
+        self.policy.on_alloc(hi - lo);
+        self.after_op();
+        Ok(())
+    }
+
+    /// The block at bytes `[lo, hi)` of range `r`, last used on `stream`, is gone:
+    /// pages no other block touches become unused (still mapped, as cache). They are
+    /// unmapped only once the work queued on `stream` before now has completed.
+    pub fn release(&mut self, r: RangeId, (lo, hi): (u64, u64), stream: StreamId) {
+        let Ok(rg) = self.checked(r, lo, hi) else {
+            return;
+        };
+        let pages = Footprint::of(rg, self.shift, lo, hi);
+        self.take_uses(r, pages);
+        if !self.streams.contains(&stream) {
+            self.streams.push(stream);
+        }
+        self.policy.on_free(hi - lo);
+        self.after_op();
+    }
+
+    /// Count one operation: at the end of a window, bring the cache within its bound;
+    /// now and then, unmap retiring pages whose streams have passed.
+    #[inline]
+    fn after_op(&mut self) {
+        if self.policy.tick() {
+            // A failing unmap leaves pages mapped and counted: nothing to undo.
+            let _ = self.enforce(0);
+        }
+        if !self.retire.is_empty() {
+            self.since_poll += 1;
+            if self.since_poll >= POLL_EVERY {
+                let _ = self.poll(false);
+            }
+        }
+    }
+
+    /// Give back every unused page, waiting for the streams that used them; returns
+    /// the bytes unmapped.
+    pub fn trim(&mut self) -> Result<usize> {
+        let before = self.n.mapped;
+        self.retire_unused(u64::MAX)?;
+        self.poll(true)?;
+        Ok(((before - self.n.mapped) << self.shift) as usize)
+    }
+}
+
+impl Drop for PageLayer {
+    fn drop(&mut self) {
+        // Work queued on the streams that used these pages must be done before they
+        // go back; errors have nobody to go to.
+        if self.n.mapped > 0 {
+            for &s in &self.streams {
+                let _ = self.backend.synchronize(s);
+            }
+        }
+        let _ = self.poll(true);
+        for rg in self.ranges.drain(..).flatten() {
+            let n = rg.pages();
+            let mut p = 0;
+            while p < n {
+                let s = rg.mapped.next(p, n, true);
+                if s >= n {
+                    break;
+                }
+                let e = rg.mapped.next(s, n, false);
+                let _ = self.backend.unmap(
+                    DevicePtr(rg.base + ((s as u64) << self.shift)),
+                    (e - s) << self.shift,
+                );
+                p = e;
+            }
+            let _ = self.backend.unreserve(DevicePtr(rg.base), rg.size as usize);
+        }
+        for e in self.retire.drain_events() {
+            let _ = self.backend.destroy_event(e);
+        }
+    }
+}
+
+impl PageLayer {
+    /// Start giving back every unused page without waiting: pages whose streams
+    /// have passed are unmapped now, the others retire until they have. Returns the
+    /// bytes unmapped now.
+    pub fn trim_nowait(&mut self) -> Result<usize> {
+        let before = self.n.mapped;
+        self.retire_unused(u64::MAX)?;
+        Ok(((before - self.n.mapped) << self.shift) as usize)
+    }
+
+    /// Unmap the retiring pages whose streams have passed; returns the bytes
+    /// unmapped.
+    pub fn poll_retiring(&mut self) -> Result<usize> {
+        Ok((self.poll(false)? << self.shift) as usize)
+    }
+}

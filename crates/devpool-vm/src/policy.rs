@@ -1,0 +1,147 @@
+//! [`CachePolicy`]: how much memory a pool keeps without a live block on it.
+//!
+//! The bound is `floor + fraction × peak + (peak − allocated) + slack`, where `peak`
+//! is the highest allocated byte count of the current or the previous window of
+//! allocations and frees. Memory freed since the recent peak thus stays for reuse (a
+//! training step frees its activations and allocates them again in the next step,
+//! with no mapping), while on top of the peak at most the floor and the fraction
+//! stay unused. When the workload shrinks for two windows, the peak falls and the
+//! extra memory is given back.
+//!
+//! The slack is the hysteresis: when the policy's own unmaps keep coming back as
+//! maps (a working set wider than the bound cycles through them), the bound widens
+//! by twice what came back, up to a quarter of the peak, and the widening decays by
+//! a quarter at every window.
+//!
+//! The same policy serves the page layer (unused mapped pages) and the region modes
+//! of the strategies (wholly free regions), so every strategy is held to one rule.
+
+use crate::config::VmConfig;
+
+/// Unmaps of the policy per 1000 operations above which unmapping counts as churn.
+pub(crate) const CHURN_CALLS: u64 = 8;
+
+/// The state of the cache bound. See the [module docs](self).
+///
+/// ```
+/// use devpool_vm::{CachePolicy, VmConfig};
+/// let mut p = CachePolicy::new(&VmConfig::default().cache(1 << 20, 0.0));
+/// p.on_alloc(100 << 20);
+/// p.on_free(60 << 20);
+/// // What was freed since the peak may stay, plus the floor.
+/// assert_eq!(p.bound(0), (60 << 20) + (1 << 20));
+/// ```
+#[derive(Clone, Debug)]
+pub struct CachePolicy {
+    floor: u64,
+    fraction: f64,
+    window: u64,
+    slack_max: f64,
+    /// Granted bytes of live blocks.
+    allocated: u64,
+    peak_now: u64,
+    peak_before: u64,
+    /// Operations in the current window.
+    ops: u64,
+    /// Bytes the policy gave back in this window, and how many times.
+    released: u64,
+    releases: u64,
+    /// Extra unused bytes allowed after early releases had to be taken again.
+    slack: u64,
+}
+
+impl CachePolicy {
+    /// A policy with the bounds of `cfg`.
+    pub fn new(cfg: &VmConfig) -> Self {
+        let cfg = cfg.clone().normalized();
+        CachePolicy {
+            floor: cfg.cache_floor as u64,
+            fraction: cfg.cache_fraction,
+            window: cfg.window_ops,
+            slack_max: cfg.slack_max,
+            allocated: 0,
+            peak_now: 0,
+            peak_before: 0,
+            ops: 0,
+            released: 0,
+            releases: 0,
+            slack: 0,
+        }
+    }
+
+    /// Granted bytes of live blocks.
+    pub fn allocated(&self) -> u64 {
+        self.allocated
+    }
+
+    /// The recent peak of allocated bytes.
+    pub fn peak(&self) -> u64 {
+        self.peak_now.max(self.peak_before)
+    }
+
+    /// The widening of the bound now in force.
+    pub fn slack(&self) -> u64 {
+        self.slack
+    }
+
+    /// `bytes` more are allocated.
+    #[inline]
+    pub fn on_alloc(&mut self, bytes: u64) {
+        self.allocated += bytes;
+        self.peak_now = self.peak_now.max(self.allocated);
+    }
+
+    /// `bytes` fewer are allocated.
+    #[inline]
+    pub fn on_free(&mut self, bytes: u64) {
+        self.allocated = self.allocated.saturating_sub(bytes);
+    }
+
+    /// Count one operation; returns true at the end of a window, when the peaks have
+    /// rolled over and the bound should be enforced.
+    #[inline]
+    pub fn tick(&mut self) -> bool {
+        self.ops += 1;
+        if self.ops < self.window {
+            return false;
+        }
+        self.ops = 0;
+        self.peak_before = self.peak_now;
+        self.peak_now = self.allocated;
+        self.released = 0;
+        self.releases = 0;
+        self.slack -= self.slack / 4;
+        true
+    }
+
+    /// Unused bytes allowed once `incoming` more bytes are allocated.
+    pub fn bound(&self, incoming: u64) -> u64 {
+        let allocated = self.allocated + incoming;
+        let peak = self.peak().max(allocated);
+        let extra = (peak as f64 * self.fraction) as u64;
+        self.floor
+            .saturating_add(extra)
+            .saturating_add(self.slack)
+            .saturating_add(peak - allocated)
+    }
+
+    /// The policy gave back `bytes` to keep within its bound.
+    pub fn on_release(&mut self, bytes: u64) {
+        self.released += bytes;
+        self.releases += 1;
+    }
+
+    /// The pool takes `bytes` more from the backend to grow. When the policy has been
+    /// giving back often in this window (more than [`CHURN_CALLS`] times per 1000
+    /// operations), what it gave back went too early: the bound widens by twice as
+    /// much, up to a quarter of the peak.
+    pub fn on_growth(&mut self, bytes: u64) {
+        let churn = bytes.min(self.released);
+        if churn == 0 || self.releases * 1000 <= self.ops.max(1024) * CHURN_CALLS {
+            return;
+        }
+        self.released -= churn;
+        let cap = (self.peak() as f64 * self.slack_max) as u64;
+        self.slack = (self.slack + 2 * churn).min(cap);
+    }
+}

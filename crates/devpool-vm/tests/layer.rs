@@ -1,0 +1,225 @@
+//! The page layer against the mock: use counts, mapping runs and chunks, the cache
+//! bound, unmapping in stream order, out of memory and faults.
+use devpool_core::{Backend, FaultOn, MockBackend, MockConfig, StreamId};
+use devpool_vm::{PageLayer, RangeId, VmConfig};
+use std::sync::Arc;
+
+const S: StreamId = StreamId::DEFAULT;
+
+fn layer(mock: &Arc<MockBackend>, cfg: VmConfig, pages: usize) -> (PageLayer, RangeId, u64) {
+    let mut vm = PageLayer::new(mock.clone(), cfg);
+    let page = vm.page_size();
+    let r = vm.reserve(pages * page as usize, page as usize).unwrap();
+    (vm, r, page)
+}
+
+fn held(mock: &MockBackend) -> u64 {
+    mock.counters().bytes_in_use.current
+}
+
+#[test]
+fn runs_are_cut_into_chunks_on_a_fixed_grid() {
+    let mock = MockBackend::shared();
+    let (mut vm, r, page) = layer(
+        &mock,
+        VmConfig::default().map_batch_pages(1).chunk_pages(8),
+        64,
+    );
+    let b = vm.base(r);
+    let room = (b, b + 64 * page);
+    // Pages 3..23: chunks 3..8, 8..16, 16..23.
+    vm.acquire(r, (b + 3 * page, b + 23 * page), room).unwrap();
+    let c = mock.counters();
+    assert_eq!((c.map_calls, c.chunks_created, c.pages_mapped), (1, 3, 20));
+    assert_eq!(vm.detail().chunks, 3);
+    vm.verify([(r, b + 3 * page, b + 23 * page)]).unwrap();
+    vm.release(r, (b + 3 * page, b + 23 * page), S);
+    assert_eq!(vm.trim().unwrap(), 20 * page as usize);
+    assert_eq!(mock.counters().chunks_released, 3);
+    assert_eq!(held(&mock), 0);
+}
+
+#[test]
+fn neighbours_share_pages_and_the_batch_maps_ahead_inside_the_room() {
+    let mock = MockBackend::shared();
+    let (mut vm, r, page) = layer(&mock, VmConfig::default().map_batch_pages(4), 64);
+    let b = vm.base(r);
+    let end = b + 64 * page;
+    let a = (b, b + page + 100);
+    vm.acquire(r, a, (b, end)).unwrap();
+    assert_eq!(
+        held(&mock),
+        4 * page,
+        "two pages rounded up to the batch of four"
+    );
+    let n = (a.1, a.1 + page);
+    assert_eq!(vm.missing(r, n.0, n.1), 0, "the batch covered it");
+    vm.acquire(r, n, (a.1, end)).unwrap();
+    assert_eq!(mock.counters().map_calls, 1);
+    vm.verify([(r, a.0, a.1), (r, n.0, n.1)]).unwrap();
+    // Room that ends early stops the batch.
+    let c = (b + 10 * page, b + 11 * page);
+    vm.acquire(r, c, (c.0, b + 12 * page)).unwrap();
+    assert_eq!(held(&mock), 6 * page, "one page for the block, one ahead");
+    vm.release(r, a, S);
+    // Pages 0, 3 (mapped ahead) and 11 (ahead of c); page 1 is still shared.
+    assert_eq!(vm.detail().unused_pages, 3);
+    vm.verify([(r, n.0, n.1), (r, c.0, c.1)]).unwrap();
+}
+
+#[test]
+fn pages_retire_until_the_stream_has_passed_and_come_back_if_used() {
+    let mock = MockBackend::shared_with(MockConfig::default().manual_events());
+    let s = mock.create_stream().unwrap();
+    let cfg = VmConfig::default()
+        .map_batch_pages(1)
+        .cache(0, 0.0)
+        .chunk_pages(4);
+    let (mut vm, r, page) = layer(&mock, cfg, 64);
+    let b = vm.base(r);
+    let room = (b, b + 64 * page);
+    let x = (b, b + 8 * page);
+    let y = (b + 8 * page, b + 16 * page);
+    vm.acquire(r, x, room).unwrap();
+    vm.acquire(r, y, (y.0, room.1)).unwrap();
+    vm.release(r, x, s);
+    vm.release(r, y, s);
+    vm.trim_nowait().unwrap();
+    let d = vm.detail();
+    assert_eq!((d.retiring_pages, d.unused_pages), (16, 0), "{d}");
+    assert_eq!(
+        held(&mock),
+        16 * page,
+        "still held while stream work may run"
+    );
+    assert_eq!(d.events_recorded, 1);
+    vm.verify([]).unwrap();
+    // A new block lands on a retiring chunk: it is taken back, not unmapped.
+    let z = (b + page, b + 2 * page);
+    vm.acquire(r, z, (b, b + 8 * page)).unwrap();
+    let d = vm.detail();
+    assert_eq!(
+        (d.retiring_pages, d.unused_pages, d.used_pages),
+        (12, 3, 1),
+        "{d}"
+    );
+    assert_eq!(mock.counters().map_calls, 2, "nothing mapped for it");
+    vm.verify([(r, z.0, z.1)]).unwrap();
+    assert_eq!(vm.poll_retiring().unwrap(), 0, "the stream has not passed");
+    mock.complete_stream(s);
+    assert_eq!(vm.poll_retiring().unwrap(), 12 * page as usize);
+    assert_eq!(held(&mock), 4 * page);
+    vm.verify([(r, z.0, z.1)]).unwrap();
+    vm.release(r, z, s);
+    // trim waits for the event itself (a wait on the stream, not the device).
+    assert_eq!(vm.trim().unwrap(), 4 * page as usize);
+    assert_eq!(held(&mock), 0);
+    assert!(vm.detail().event_waits >= 1);
+    assert!(vm.unreserve(r).unwrap());
+}
+
+#[test]
+fn the_cache_is_bounded_by_the_floor_above_the_recent_peak() {
+    let mock = MockBackend::shared();
+    let page = mock.granularity() as u64;
+    let cfg = VmConfig::default()
+        .map_batch_pages(1)
+        .chunk_pages(1)
+        .cache(4 * page as usize, 0.0)
+        .window_ops(100);
+    let (mut vm, r, _) = layer(&mock, cfg, 1024);
+    let b = vm.base(r);
+    let room = (b, b + 1024 * page);
+    let blocks: Vec<(u64, u64)> = (0..40)
+        .map(|i| (b + i * page, b + (i + 1) * page))
+        .collect();
+    for &x in &blocks {
+        vm.acquire(r, x, (x.0, room.1)).unwrap();
+    }
+    for &x in &blocks {
+        vm.release(r, x, S);
+    }
+    assert_eq!(
+        vm.detail().unused_pages,
+        40,
+        "what was freed since the peak stays"
+    );
+    // Small work for a few windows: the peak is forgotten, the cache shrinks.
+    for _ in 0..200 {
+        vm.acquire(r, blocks[0], room).unwrap();
+        vm.release(r, blocks[0], S);
+    }
+    let d = vm.detail();
+    assert!(d.unused_pages <= 4 + 1, "{d}");
+    assert!(d.unmap_calls >= 1);
+    vm.verify([]).unwrap();
+    assert_eq!(vm.held().current, held(&mock));
+}
+
+#[test]
+fn out_of_memory_gives_back_the_cache_and_maps_exactly() {
+    let mock = MockBackend::shared_with(MockConfig::default().capacity(32 << 20).manual_events());
+    let s = mock.create_stream().unwrap();
+    let page = mock.granularity() as u64;
+    let cfg = VmConfig::default().cache(1 << 30, 0.0).map_batch_pages(8);
+    let (mut vm, r, _) = layer(&mock, cfg, 64);
+    let b = vm.base(r);
+    let room = (b, b + 64 * page);
+    let x = (b, b + 10 * page);
+    vm.acquire(r, x, room).unwrap();
+    vm.release(r, x, s);
+    assert_eq!(held(&mock), 16 * page, "kept as cache");
+    // 16 pages do not fit beside the cache: it goes (after waiting for stream s),
+    // and the block gets exactly its pages.
+    let y = (b + 20 * page, b + 36 * page);
+    vm.acquire(r, y, (y.0, room.1)).unwrap();
+    assert_eq!(held(&mock), 16 * page);
+    assert!(vm.detail().event_waits >= 1);
+    vm.verify([(r, y.0, y.1)]).unwrap();
+    // More than the device has: an error, and nothing counted.
+    let z = (b + 36 * page, b + 60 * page);
+    assert!(vm.acquire(r, z, (z.0, room.1)).is_err());
+    vm.verify([(r, y.0, y.1)]).unwrap();
+}
+
+#[test]
+fn a_failed_map_counts_nothing() {
+    let mock = MockBackend::shared();
+    let (mut vm, r, page) = layer(&mock, VmConfig::default(), 64);
+    let b = vm.base(r);
+    let room = (b, b + 64 * page);
+    mock.fail_nth(FaultOn::Map, 1);
+    assert!(vm.acquire(r, (b, b + 3 * page), room).is_err());
+    vm.verify([]).unwrap();
+    assert_eq!(held(&mock), 0);
+    vm.acquire(r, (b, b + 3 * page), room).unwrap();
+    vm.verify([(r, b, b + 3 * page)]).unwrap();
+    assert!(!vm.unreserve(r).unwrap(), "a range with a live block stays");
+    assert!(
+        vm.acquire(r, (b + 100 * page, b + 101 * page), room)
+            .is_err(),
+        "outside the range"
+    );
+}
+
+#[test]
+fn dropping_the_layer_gives_everything_back() {
+    let mock = MockBackend::shared_with(MockConfig::default().manual_events());
+    let s = mock.create_stream().unwrap();
+    {
+        let (mut vm, r, page) = layer(&mock, VmConfig::default().cache(0, 0.0), 64);
+        let b = vm.base(r);
+        vm.acquire(r, (b, b + 5 * page), (b, b + 64 * page))
+            .unwrap();
+        vm.release(r, (b, b + 5 * page), s);
+        vm.trim_nowait().unwrap();
+        vm.acquire(r, (b + 30 * page, b + 31 * page), (b, b + 64 * page))
+            .unwrap();
+    }
+    let c = mock.counters();
+    assert_eq!(
+        (c.bytes_in_use.current, c.reserves, c.unreserves),
+        (0, 1, 1)
+    );
+    assert_eq!(mock.live_events(), 0);
+}
