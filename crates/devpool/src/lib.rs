@@ -22,6 +22,7 @@ pub use devpool_core::{
     MockConfig, Request, Result, Stats, StreamId,
 };
 pub use devpool_hybrid as hybrid;
+pub use devpool_ring as ring;
 pub use devpool_slab as slab;
 pub use devpool_tlsf as tlsf;
 
@@ -67,6 +68,10 @@ pub const STRATEGIES: &[Strategy] = &[
         about: "linear bump arena: frees reuse memory only once everything is freed",
     },
     Strategy {
+        name: "ring",
+        about: "ring buffer for streaming work: frees in about allocation order, virtual pages mapped as it grows",
+    },
+    Strategy {
         name: "hybrid",
         about: "slab up to 64 KiB, TLSF over virtual memory above (training preset)",
     },
@@ -104,6 +109,10 @@ pub fn build(name: &str, backend: Arc<dyn Backend>) -> Result<Box<dyn Allocator>
         "arena" => Box::new(devpool_arena::arena(
             backend,
             devpool_arena::ArenaConfig::default(),
+        )),
+        "ring" => Box::new(devpool_ring::ring(
+            backend,
+            devpool_ring::RingConfig::default(),
         )),
         "hybrid" => Box::new(devpool_hybrid::hybrid(backend, HybridConfig::training())),
         "hybrid-inference" => Box::new(devpool_hybrid::hybrid(backend, HybridConfig::inference())),

@@ -1,0 +1,123 @@
+//! [`Ring`]: one [`RingPool`] per stream, as an [`Allocator`].
+//!
+//! It wraps a [`StreamOrdered<RingPool>`](StreamOrdered), which makes each stream's
+//! pool on first use, shares the out-of-memory policy of every strategy (wait for
+//! pending frees, synchronize, trim every pool, retry once, report where the memory
+//! is) and sums the statistics. Frees do not go through its queue of event-guarded
+//! frees, though: the ring keeps the events of a block freed on other streams in the
+//! block's own place in its queue, so the tail passes exactly the blocks whose events
+//! completed, in order, and a block waiting for another stream never holds back the
+//! frees of unrelated streams. `record_stream` is kept by the ring for the same
+//! reason.
+
+use crate::config::RingConfig;
+use crate::pool::RingPool;
+use crate::stats::RingStats;
+use devpool_core::{
+    Allocator, Backend, Block, Error, IntoBackend, Request, Result, Stats, StreamId, StreamOrdered,
+};
+use std::sync::Arc;
+
+/// A stream-ordered ring buffer allocator: a ring per stream. Made by [`ring`].
+///
+/// # The stream rule
+///
+/// A block freed on its own stream comes back to that stream's ring when the tail
+/// reaches it. A block freed on another stream, or declared used on other streams
+/// with [`record_stream`](Allocator::record_stream), comes back only once an event
+/// recorded on each of those streams at the free has completed: the ring never hands
+/// out bytes the device may still touch.
+pub struct Ring {
+    inner: StreamOrdered<RingPool>,
+    cfg: RingConfig,
+}
+
+/// A ring buffer allocator over `backend`.
+///
+/// ```
+/// use devpool_core::{Allocator, MockBackend, Request};
+/// use devpool_ring::{ring, RingConfig};
+/// let r = ring(MockBackend::shared(), RingConfig::default());
+/// let mut frames = std::collections::VecDeque::new();
+/// for _ in 0..100 {
+///     frames.push_back(r.alloc(3 << 20).unwrap()); // a frame in
+///     if frames.len() > 8 {
+///         r.free(frames.pop_front().unwrap()).unwrap(); // the oldest out
+///     }
+/// }
+/// let s = r.ring_stats();
+/// assert_eq!(s.live_blocks, 8);
+/// assert!(s.held_bytes <= 10 * (3 << 20)); // nine frames at most, and a page
+/// ```
+pub fn ring(backend: impl IntoBackend, cfg: RingConfig) -> Ring {
+    let backend: Arc<dyn Backend> = backend.into_backend();
+    let b = backend.clone();
+    let c = cfg.clone();
+    Ring {
+        inner: StreamOrdered::new("ring", backend, move |_| {
+            RingPool::new(b.clone(), c.clone())
+        }),
+        cfg,
+    }
+}
+
+impl Ring {
+    /// The ring's own figures, summed over streams.
+    pub fn ring_stats(&self) -> RingStats {
+        let mut s = RingStats::default();
+        for (_, pool) in self.inner.pools() {
+            s.merge(&pool.ring_stats());
+        }
+        s
+    }
+
+    /// The pool of `stream`, if it has one.
+    pub fn pool(&self, stream: StreamId) -> Option<&RingPool> {
+        self.inner.pool(stream)
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &RingConfig {
+        &self.cfg
+    }
+}
+
+impl Allocator for Ring {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn backend(&self) -> &Arc<dyn Backend> {
+        self.inner.backend()
+    }
+
+    #[inline]
+    fn allocate(&self, req: Request) -> Result<Block> {
+        self.inner.allocate(req)
+    }
+
+    #[inline]
+    fn deallocate(&self, block: Block, stream: StreamId) -> Result<()> {
+        block.check_device(self.inner.device())?;
+        self.inner
+            .pool(block.stream)
+            .ok_or(Error::NotOwned { ptr: block.ptr })?
+            .free_on(&block, stream)
+    }
+
+    fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
+        block.check_device(self.inner.device())?;
+        self.inner
+            .pool(block.stream)
+            .ok_or(Error::NotOwned { ptr: block.ptr })?
+            .record_stream(block, stream)
+    }
+
+    fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+
+    fn trim(&self) -> Result<usize> {
+        self.inner.trim()
+    }
+}
