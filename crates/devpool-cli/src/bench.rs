@@ -32,6 +32,13 @@ pub struct BenchResult {
     pub ops_per_sec: f64,
     pub failures: u64,
     pub backend: String,
+    /// FIFO workload only: peak device bytes held over peak live bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_over_live: Option<f64>,
+    /// FIFO workload only: backend calls that took or gave back memory after the
+    /// warm-up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steady_memory_calls: Option<u64>,
 }
 
 /// Most time one figure may take; slow baselines stop early.
@@ -156,6 +163,8 @@ pub(crate) fn result(
         ops_per_sec: 1e9 / ns,
         failures: r.2,
         backend: backend.to_string(),
+        held_over_live: None,
+        steady_memory_calls: None,
     }
 }
 
@@ -214,6 +223,23 @@ pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<(), String> 
     }
     let live = crate::live::run_all(&names, &args.live, backend_args, args.json)?;
     out.extend(live.iter().cloned());
+    // The FIFO workload measures device memory held: the host reference has none.
+    for s in names
+        .iter()
+        .filter(|s| !crate::reference::REFERENCES.contains(&s.as_str()))
+    {
+        let r = crate::fifo::run(s, backend_args, args.pairs, BUDGET)?;
+        if !args.json {
+            eprintln!(
+                "{s:>18} {:<14} {:>10.1} ns  (held / live {:.4}, {} memory calls in the steady state)",
+                crate::fifo::WORKLOAD,
+                r.ns_per_op,
+                r.held_over_live.unwrap_or(0.0),
+                r.steady_memory_calls.unwrap_or(0)
+            );
+        }
+        out.push(r);
+    }
     if args.json {
         println!(
             "{}",
@@ -222,6 +248,7 @@ pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<(), String> 
     } else {
         print_table(&out, &threads);
         crate::live::print_results(&live, &args.live);
+        crate::fifo::print_table(&out);
     }
     Ok(())
 }

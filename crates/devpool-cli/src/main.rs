@@ -3,6 +3,7 @@
 
 mod bench;
 mod compare;
+mod fifo;
 mod info;
 mod live;
 mod reference;
@@ -73,8 +74,9 @@ enum Command {
         backend: BackendArgs,
     },
     /// Latency workloads for every strategy: same-size pairs at 4 KiB, 1 MiB and
-    /// 64 MiB, the RMM-style random loop, and pairs on 1 and N threads each on its own
-    /// stream. With `--backend cuda`, the driver's own allocators (cuMemAlloc,
+    /// 64 MiB, the RMM-style random loop, pairs on 1 and N threads each on its own
+    /// stream, and a FIFO stream of blocks freed oldest first (with the memory held).
+    /// With `--backend cuda`, the driver's own allocators (cuMemAlloc,
     /// cuMemAllocAsync) run the same workloads in the same process. The host's
     /// `malloc` runs them too, first, as a reference for host bookkeeping.
     Bench {

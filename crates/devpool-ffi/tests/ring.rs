@@ -12,7 +12,10 @@ use std::collections::VecDeque;
 fn ring_through_the_c_abi() {
     setup("strategy=ring");
     let v = stats(0);
-    assert!(v["config"].as_str().unwrap().contains("strategy=ring"), "{v}");
+    assert!(
+        v["config"].as_str().unwrap().contains("strategy=ring"),
+        "{v}"
+    );
 
     // A stream of frames, eight in flight, freed in order.
     let size = 3 << 20;
@@ -30,7 +33,11 @@ fn ring_through_the_c_abi() {
     let v = stats(0);
     assert_eq!(v["strategy"], "ring");
     assert_consistent(&v, 8, 8 * size as u64);
-    assert!(seen.len() < 20, "the ring went round: {} addresses", seen.len());
+    assert!(
+        seen.len() < 20,
+        "the ring went round: {} addresses",
+        seen.len()
+    );
     let held = num(&v, &["backend_counters", "bytes_in_use", "current"]);
     assert!(held <= 10 * size as u64, "held {held}");
 
@@ -52,5 +59,9 @@ fn ring_through_the_c_abi() {
     assert_consistent(&stats(0), 0, 0);
     devpool_trim(0);
     let v = stats(0);
-    assert_eq!(num(&v, &["backend_counters", "bytes_in_use", "current"]), 0, "{v}");
+    assert_eq!(
+        num(&v, &["backend_counters", "bytes_in_use", "current"]),
+        0,
+        "{v}"
+    );
 }

@@ -45,6 +45,7 @@ mod config;
 mod events;
 mod place;
 mod pool;
+mod queue;
 mod ring;
 mod stats;
 mod unit;

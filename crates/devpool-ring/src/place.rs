@@ -24,8 +24,9 @@
 //!   are, as obstacles the head steps over, so that the tail can go on; a pinned
 //!   block's bytes come back as soon as it is freed.
 
+use crate::queue::Queue;
 use devpool_core::{DevicePtr, Error, Result};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 /// Bits of a sequence number.
 pub const SEQ_BITS: u32 = 54;
@@ -128,10 +129,10 @@ pub struct Shape {
 pub struct Placement {
     lo: u64,
     hi: u64,
-    recs: VecDeque<Rec>,
+    recs: Queue<Rec>,
     /// Sequence number of `recs[0]`.
     base: u64,
-    runs: VecDeque<Run>,
+    runs: Queue<Run>,
     /// Pinned blocks by address.
     pinned: BTreeMap<u64, Pin>,
     /// No obstacle lies between the head and here (a bound that may be low).
@@ -163,9 +164,9 @@ impl Placement {
         Placement {
             lo,
             hi: hi.max(lo),
-            recs: VecDeque::new(),
+            recs: Queue::default(),
             base: 0,
-            runs: VecDeque::new(),
+            runs: Queue::default(),
             pinned: BTreeMap::new(),
             limit: lo,
             live: 0,
@@ -251,6 +252,10 @@ impl Placement {
                 }
                 return Some((p, self.push(p, size, requested)));
             }
+        } else if self.pinned.is_empty() {
+            // An empty ring: start again from the bottom.
+            let (p, e) = fit(self.lo, size, align, self.hi)?;
+            return Some(self.start_run(p, e, self.hi, size, requested));
         }
         self.carve_gap(size, requested, align)
     }
@@ -300,9 +305,7 @@ impl Placement {
     /// Start a new run in the next gap that fits, going round from the head.
     fn carve_gap(&mut self, size: u64, requested: u64, align: u64) -> Option<(u64, u64)> {
         let head = self.runs.back().map_or(self.lo, |r| r.end);
-        let found = if self.runs.is_empty() && self.pinned.is_empty() {
-            fit(self.lo, size, align, self.hi).map(|(p, e)| (p, e, self.hi))
-        } else {
+        let found = {
             self.collect_obstacles();
             let mut best = None;
             // Gaps at or after the head first, then from the bottom.
@@ -342,14 +345,20 @@ impl Placement {
         if !self.runs.is_empty() {
             self.jumps += 1;
         }
+        Some(self.start_run(p, e, g1, size, requested))
+    }
+
+    /// A new run with one block at `[p, e)`, free up to `limit`.
+    #[inline]
+    fn start_run(&mut self, p: u64, e: u64, limit: u64, size: u64, requested: u64) -> (u64, u64) {
         let first = self.next_seq();
         self.runs.push_back(Run {
             start: p,
             end: e,
             first,
         });
-        self.limit = g1;
-        Some((p, self.push(p, size, requested)))
+        self.limit = limit;
+        (p, self.push(p, size, requested))
     }
 
     #[inline]
@@ -362,13 +371,13 @@ impl Placement {
     /// its record is [`Error::NotOwned`], one freed already [`Error::DoubleFree`].
     #[inline]
     pub fn find(&self, seq: u64, ptr: u64, size: u64, requested: u64) -> Result<Slot> {
-        let not_owned = Error::NotOwned {
+        let not_owned = || Error::NotOwned {
             ptr: DevicePtr(ptr),
         };
         if let Some(i) = self.index(seq) {
             let r = &self.recs[i];
             if r.ptr != ptr || r.size != size || r.requested != requested {
-                return Err(not_owned);
+                return Err(not_owned());
             }
             return match r.state {
                 State::Live => Ok(Slot::Queue(i)),
@@ -379,7 +388,7 @@ impl Placement {
         }
         if let Some(p) = self.pinned.get(&ptr) {
             if p.seq != seq || p.end - ptr != size || p.requested != requested {
-                return Err(not_owned);
+                return Err(not_owned());
             }
             return match p.state {
                 State::Live => Ok(Slot::Pinned),
@@ -388,7 +397,7 @@ impl Placement {
                 }),
             };
         }
-        Err(not_owned)
+        Err(not_owned())
     }
 
     /// Free a live block (checked as [`find`](Placement::find) does). With `waiting`,
@@ -437,6 +446,7 @@ impl Placement {
     }
 
     /// Take the oldest record off the queue, keeping the runs right.
+    #[inline]
     fn pop_front_one(&mut self) -> Option<Rec> {
         let r = self.recs.pop_front()?;
         self.base = (self.base + 1) & SEQ_MASK;
@@ -453,6 +463,7 @@ impl Placement {
         Some(r)
     }
 
+    #[inline]
     fn retire_freed_front(&mut self) -> usize {
         let mut n = 0;
         while self.recs.front().is_some_and(|r| r.state == State::Freed) {
@@ -629,7 +640,7 @@ impl Placement {
                 ));
             }
             let mut at = run.start;
-            for (i, r) in self.recs.range(from..to).enumerate() {
+            for (i, r) in self.recs.range(from, to).enumerate() {
                 if i == 0 && r.ptr != run.start {
                     return Err(format!(
                         "run {k} starts at {:#x}, its first block at {:#x}",

@@ -37,6 +37,29 @@ fn split(handle: u64) -> Option<(u8, u64)> {
     (handle >> 62 == 0).then_some(((handle >> SEQ_BITS) as u8, handle & SEQ_MASK))
 }
 
+/// The index of `block`'s ring and the block's sequence number, or `NotOwned`.
+#[inline]
+fn unit_of(g: &Inner, block: &Block) -> Result<(usize, u64)> {
+    let not_owned = || Error::NotOwned { ptr: block.ptr };
+    let (tag, seq) = split(block.handle).ok_or_else(not_owned)?;
+    let ui = g
+        .units
+        .iter()
+        .position(|u| u.tag == tag)
+        .ok_or_else(not_owned)?;
+    Ok((ui, seq))
+}
+
+/// The same, once the block is checked live.
+#[inline]
+fn lookup(g: &Inner, block: &Block) -> Result<(usize, u64)> {
+    let (ui, seq) = unit_of(g, block)?;
+    g.units[ui]
+        .place
+        .find(seq, block.ptr.0, block.size as u64, block.requested as u64)?;
+    Ok((ui, seq))
+}
+
 #[inline]
 fn up(g: &mut Gauge, v: u64) {
     g.current += v;
@@ -345,20 +368,14 @@ impl RingPool {
     /// once the backend says every one completed. On error nothing changed.
     pub fn free_on(&self, block: &Block, stream: StreamId) -> Result<()> {
         block.check_device(self.device)?;
-        let not_owned = || Error::NotOwned { ptr: block.ptr };
-        let (tag, seq) = split(block.handle).ok_or_else(not_owned)?;
         let (ptr, size, req) = (block.ptr.0, block.size as u64, block.requested as u64);
         let mut guard = self.inner.lock();
         let g = &mut *guard;
-        let ui = g
-            .units
-            .iter()
-            .position(|u| u.tag == tag)
-            .ok_or_else(not_owned)?;
+        let (ui, seq) = unit_of(g, block)?;
         if stream == block.stream && g.recorded.is_empty() {
             g.units[ui].place.free(seq, ptr, size, req, false)?;
         } else {
-            g.units[ui].place.find(seq, ptr, size, req)?;
+            lookup(g, block)?;
             let mut waits = g.recorded.get(&block.handle).cloned().unwrap_or_default();
             if !waits.contains(&stream) {
                 waits.push(stream);
@@ -387,16 +404,8 @@ impl RingPool {
     /// queued on `stream` at that time.
     pub fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
         block.check_device(self.device)?;
-        let not_owned = || Error::NotOwned { ptr: block.ptr };
-        let (tag, seq) = split(block.handle).ok_or_else(not_owned)?;
         let mut g = self.inner.lock();
-        let u = g
-            .units
-            .iter()
-            .find(|u| u.tag == tag)
-            .ok_or_else(not_owned)?;
-        u.place
-            .find(seq, block.ptr.0, block.size as u64, block.requested as u64)?;
+        lookup(&g, block)?;
         if stream != block.stream {
             let v = g.recorded.entry(block.handle).or_default();
             if !v.contains(&stream) {
@@ -500,44 +509,52 @@ impl RingPool {
     }
 }
 
-impl Pool for RingPool {
-    fn allocate(&self, req: &Request) -> Result<Block> {
-        let align = req.effective_align()?;
-        if align > MAX_ALIGN {
-            return Err(Error::InvalidAlignment { align: req.align });
+impl RingPool {
+    /// Hand out the block carved at `ptr`, counting it.
+    #[inline]
+    fn hand_out(
+        &self,
+        g: &mut Inner,
+        req: &Request,
+        size: u64,
+        (tag, ptr, seq): (u8, u64, u64),
+    ) -> Block {
+        up(&mut g.live, req.size as u64);
+        up(&mut g.granted, size);
+        up(&mut g.blocks, 1);
+        g.allocations += 1;
+        g.last_refused = false;
+        Block {
+            ptr: DevicePtr(ptr),
+            size: size as usize,
+            requested: req.size,
+            stream: req.stream,
+            device: self.device,
+            handle: handle(tag, seq),
         }
-        let size = align_up(req.effective_size(), MIN_ALIGN)
-            .filter(|&s| s as u64 <= MAX_REQUEST)
-            .ok_or(Error::TooLarge {
-                size: req.size,
-                max: MAX_REQUEST as usize,
-            })? as u64;
+    }
+
+    /// The allocation path when the head has no room: retire, pass, grow, wait or
+    /// fail, as the policy says.
+    #[cold]
+    #[inline(never)]
+    fn allocate_slow(&self, req: &Request, size: u64, align: u64) -> Result<Block> {
         let requested = req.size as u64;
-        let started = Instant::now();
+        let mut started: Option<Instant> = None;
         let mut nap = Duration::from_micros(20);
-        let mut counted = false;
         loop {
             let mut g = self.inner.lock();
-            if let Some((tag, ptr, seq)) = self.place(&mut g, size, requested, align as u64)? {
-                up(&mut g.live, requested);
-                up(&mut g.granted, size);
-                up(&mut g.blocks, 1);
-                g.allocations += 1;
-                g.last_refused = false;
-                return Ok(Block {
-                    ptr: DevicePtr(ptr),
-                    size: size as usize,
-                    requested: req.size,
-                    stream: req.stream,
-                    device: self.device,
-                    handle: handle(tag, seq),
-                });
+            if let Some(x) = self.place(&mut g, size, requested, align)? {
+                return Ok(self.hand_out(&mut g, req, size, x));
             }
-            if !counted {
-                g.full += 1;
-                counted = true;
-            }
-            let waited = started.elapsed();
+            let waited = match started {
+                Some(t) => t.elapsed(),
+                None => {
+                    g.full += 1;
+                    started = Some(Instant::now());
+                    Duration::ZERO
+                }
+            };
             match self.cfg.when_full {
                 WhenFull::Wait(limit) if waited < limit => {
                     drop(g);
@@ -552,6 +569,31 @@ impl Pool for RingPool {
             }
         }
     }
+}
+
+impl Pool for RingPool {
+    #[inline]
+    fn allocate(&self, req: &Request) -> Result<Block> {
+        let align = req.effective_align()?;
+        if align > MAX_ALIGN {
+            return Err(Error::InvalidAlignment { align: req.align });
+        }
+        let size = match align_up(req.effective_size(), MIN_ALIGN) {
+            Some(s) if s as u64 <= MAX_REQUEST => s as u64,
+            _ => {
+                return Err(Error::TooLarge {
+                    size: req.size,
+                    max: MAX_REQUEST as usize,
+                })
+            }
+        };
+        let mut g = self.inner.lock();
+        if let Some(x) = Self::carve(&mut g, size, req.size as u64, align as u64) {
+            return Ok(self.hand_out(&mut g, req, size, x));
+        }
+        drop(g);
+        self.allocate_slow(req, size, align as u64)
+    }
 
     #[inline]
     fn deallocate(&self, block: &Block) -> Result<()> {
@@ -559,17 +601,8 @@ impl Pool for RingPool {
     }
 
     fn check(&self, block: &Block) -> Result<()> {
-        let not_owned = || Error::NotOwned { ptr: block.ptr };
-        let (tag, seq) = split(block.handle).ok_or_else(not_owned)?;
-        let g = self.inner.lock();
-        let u = g
-            .units
-            .iter()
-            .find(|u| u.tag == tag)
-            .ok_or_else(not_owned)?;
-        u.place
-            .find(seq, block.ptr.0, block.size as u64, block.requested as u64)
-            .map(drop)
+        block.check_device(self.device)?;
+        lookup(&self.inner.lock(), block).map(drop)
     }
 
     fn stats(&self) -> Stats {

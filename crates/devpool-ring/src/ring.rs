@@ -14,7 +14,8 @@ use crate::config::RingConfig;
 use crate::pool::RingPool;
 use crate::stats::RingStats;
 use devpool_core::{
-    Allocator, Backend, Block, Error, IntoBackend, Request, Result, Stats, StreamId, StreamOrdered,
+    Allocator, Backend, Block, DeviceId, Error, IntoBackend, Request, Result, Stats, StreamId,
+    StreamOrdered,
 };
 use std::sync::Arc;
 
@@ -30,6 +31,7 @@ use std::sync::Arc;
 pub struct Ring {
     inner: StreamOrdered<RingPool>,
     cfg: RingConfig,
+    device: DeviceId,
 }
 
 /// A ring buffer allocator over `backend`.
@@ -53,7 +55,9 @@ pub fn ring(backend: impl IntoBackend, cfg: RingConfig) -> Ring {
     let backend: Arc<dyn Backend> = backend.into_backend();
     let b = backend.clone();
     let c = cfg.clone();
+    let device = backend.device();
     Ring {
+        device,
         inner: StreamOrdered::new("ring", backend, move |_| {
             RingPool::new(b.clone(), c.clone())
         }),
@@ -96,20 +100,24 @@ impl Allocator for Ring {
         self.inner.allocate(req)
     }
 
+    fn device(&self) -> DeviceId {
+        self.device
+    }
+
     #[inline]
     fn deallocate(&self, block: Block, stream: StreamId) -> Result<()> {
-        block.check_device(self.inner.device())?;
+        // The pool checks the device, and everything else.
         self.inner
             .pool(block.stream)
-            .ok_or(Error::NotOwned { ptr: block.ptr })?
+            .ok_or_else(|| Error::NotOwned { ptr: block.ptr })?
             .free_on(&block, stream)
     }
 
     fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
-        block.check_device(self.inner.device())?;
+        block.check_device(self.device)?;
         self.inner
             .pool(block.stream)
-            .ok_or(Error::NotOwned { ptr: block.ptr })?
+            .ok_or_else(|| Error::NotOwned { ptr: block.ptr })?
             .record_stream(block, stream)
     }
 

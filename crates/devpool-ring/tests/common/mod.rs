@@ -1,0 +1,4 @@
+//! Helpers shared by the tests.
+#![allow(dead_code)]
+
+pub mod streaming;
