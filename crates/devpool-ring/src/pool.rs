@@ -102,8 +102,9 @@ struct Inner {
 ///   the bottom as the ring first needs them, or a region ([`Memory`]). Nothing is
 ///   mapped or allocated on the steady path.
 /// - **Allocation** carves at the head, up to the next obstacle; a block that does not
-///   fit before it goes round to the next gap the tail has left (never split). Then,
-///   in order, when room is short: the tail retires what it can (asking the backend
+///   fit before it starts a new run in the smallest gap that fits, such as the room
+///   the tail has left at the bottom (never split). Then, in order, when room is
+///   short: the tail retires what it can (asking the backend
 ///   whether the events of blocks freed on other streams have completed); it passes
 ///   live blocks at the tail, up to [`RingConfig::max_pinned`], so that what was freed
 ///   behind them comes back; pages are mapped at the top while the ring holds less
