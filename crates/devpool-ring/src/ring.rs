@@ -107,18 +107,18 @@ impl Allocator for Ring {
     #[inline]
     fn deallocate(&self, block: Block, stream: StreamId) -> Result<()> {
         // The pool checks the device, and everything else.
-        self.inner
-            .pool(block.stream)
-            .ok_or_else(|| Error::NotOwned { ptr: block.ptr })?
-            .free_on(&block, stream)
+        match self.inner.pool(block.stream) {
+            Some(pool) => pool.free_on(&block, stream),
+            None => Err(Error::NotOwned { ptr: block.ptr }),
+        }
     }
 
     fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
         block.check_device(self.device)?;
-        self.inner
-            .pool(block.stream)
-            .ok_or_else(|| Error::NotOwned { ptr: block.ptr })?
-            .record_stream(block, stream)
+        match self.inner.pool(block.stream) {
+            Some(pool) => pool.record_stream(block, stream),
+            None => Err(Error::NotOwned { ptr: block.ptr }),
+        }
     }
 
     fn stats(&self) -> Stats {
