@@ -116,29 +116,36 @@ impl<P: Pool> StreamOrdered<P> {
         }
     }
 
-    #[inline]
-    fn pool_at(&self, i: usize, stream: StreamId) -> &P {
-        self.pools[i].get_or_init(|| (self.factory)(stream))
-    }
-
     /// The pool of `stream`, if it has one.
     #[inline]
     pub fn pool(&self, stream: StreamId) -> Option<&P> {
-        self.keys.find(stream.0).map(|i| self.pool_at(i, stream))
+        // A slot's pool is made right after its key is claimed: a lookup between the
+        // two sees no pool, and only an allocation (which makes it) can get there.
+        self.pools[self.keys.find(stream.0)?].get()
     }
 
+    /// The pool of `stream`, made now if it is the stream's first allocation.
+    #[cold]
     fn pool_or_create(&self, stream: StreamId) -> Result<&P> {
         if stream.0 == EMPTY {
             return Err(Error::Unsupported("stream handle u64::MAX is reserved"));
         }
         match self.keys.claim(stream.0) {
-            Some(i) => Ok(self.pool_at(i, stream)),
+            Some(i) => Ok(self.pools[i].get_or_init(|| (self.factory)(stream))),
             None => Err(Error::Limit(format!(
                 "allocator {} serves at least {} streams, and no more here",
                 self.name,
                 self.keys.len() / 2
             ))),
         }
+    }
+
+    /// Whether no free waits for an event and no block was declared used elsewhere:
+    /// then a free on the block's own stream goes straight to its pool.
+    #[inline]
+    fn quiet(&self) -> bool {
+        self.pending_count.load(Ordering::Acquire) == 0
+            && self.recorded_count.load(Ordering::Acquire) == 0
     }
 
     /// Every stream's pool made so far, with its stream.
@@ -263,60 +270,12 @@ impl<P: Pool> StreamOrdered<P> {
             note: format!("allocator {}; {note}", self.name),
         }))
     }
-}
 
-impl<P: Pool> Allocator for StreamOrdered<P> {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn backend(&self) -> &Arc<dyn Backend> {
-        &self.backend
-    }
-
-    #[inline]
-    fn allocate(&self, req: Request) -> Result<Block> {
-        let pool = self.pool_or_create(req.stream)?;
-        if self.pending_count.load(Ordering::Relaxed) > 0 {
-            // Errors of a broken event are reported by trim; allocation goes on.
-            let _ = self.poll(false);
-        }
-        match pool.allocate(&req) {
-            Ok(b) => Ok(b),
-            Err(e) if e.is_oom() => {
-                // Give everything cached back and try once more.
-                let _ = self.poll(true);
-                let _ = self.synchronize_streams();
-                let _ = self.trim_all();
-                pool.allocate(&req).map_err(|e| {
-                    self.failures.fetch_add(1, Ordering::Relaxed);
-                    if e.is_oom() {
-                        self.oom(&req)
-                    } else {
-                        e
-                    }
-                })
-            }
-            Err(e) => {
-                self.failures.fetch_add(1, Ordering::Relaxed);
-                Err(e)
-            }
-        }
-    }
-
-    #[inline]
-    fn deallocate(&self, block: Block, stream: StreamId) -> Result<()> {
-        block.check_device(self.device)?;
-        let pool = self
-            .pool(block.stream)
-            .ok_or(Error::NotOwned { ptr: block.ptr })?;
-        if stream == block.stream
-            && self.pending_count.load(Ordering::Acquire) == 0
-            && self.recorded_count.load(Ordering::Acquire) == 0
-        {
-            // The common case: freed on its own stream, nothing declared, nothing queued.
-            return pool.deallocate(&block);
-        }
+    /// A free on another stream, or with frees queued or blocks declared used
+    /// elsewhere: check for a double free in the queue, record the events the block
+    /// must wait for, and queue it (or free it at once when it waits for nothing).
+    #[cold]
+    fn deallocate_slow(&self, pool: &P, block: Block, stream: StreamId) -> Result<()> {
         if self.pending_count.load(Ordering::Acquire) > 0
             && self.pending.lock().ptrs.contains(&block.ptr.0)
         {
@@ -355,6 +314,90 @@ impl<P: Pool> Allocator for StreamOrdered<P> {
         // The other streams may be done already (an idle device): release at once.
         let _ = self.poll(false);
         Ok(())
+    }
+
+    /// An allocation on a stream with no pool yet, or with frees waiting for events:
+    /// make the pool, release the frees whose events completed, allocate.
+    #[cold]
+    fn allocate_slow(&self, req: Request) -> Result<Block> {
+        let pool = match self.pool(req.stream) {
+            Some(p) => p,
+            None => self.pool_or_create(req.stream)?,
+        };
+        if self.pending_count.load(Ordering::Relaxed) > 0 {
+            // Errors of a broken event are reported by trim; allocation goes on.
+            let _ = self.poll(false);
+        }
+        let mut r = pool.allocate(&req);
+        if r.is_err() {
+            self.allocate_failed(pool, &req, &mut r);
+        }
+        r
+    }
+
+    /// An allocation failed with `r`: on out of memory, give everything cached back
+    /// and try once more, leaving that result in `r`; count the failure.
+    #[cold]
+    fn allocate_failed(&self, pool: &P, req: &Request, r: &mut Result<Block>) {
+        if !matches!(r, Err(e) if e.is_oom()) {
+            if r.is_err() {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+            }
+            return;
+        }
+        let _ = self.poll(true);
+        let _ = self.synchronize_streams();
+        let _ = self.trim_all();
+        *r = pool.allocate(req).map_err(|e| {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+            if e.is_oom() {
+                self.oom(req)
+            } else {
+                e
+            }
+        });
+    }
+}
+
+impl<P: Pool> Allocator for StreamOrdered<P> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    #[inline]
+    fn allocate(&self, req: Request) -> Result<Block> {
+        match self.pool(req.stream) {
+            Some(pool) if self.pending_count.load(Ordering::Relaxed) == 0 => {
+                let mut r = pool.allocate(&req);
+                if r.is_err() {
+                    self.allocate_failed(pool, &req, &mut r);
+                }
+                match r {
+                    // Field by field: copying the block whole, right after the pool
+                    // wrote it, would read across its stores and stall on them.
+                    Ok(b) => Ok(b),
+                    e => e,
+                }
+            }
+            _ => self.allocate_slow(req),
+        }
+    }
+
+    #[inline]
+    fn deallocate(&self, block: Block, stream: StreamId) -> Result<()> {
+        block.check_device(self.device)?;
+        let Some(pool) = self.pool(block.stream) else {
+            return Err(Error::NotOwned { ptr: block.ptr });
+        };
+        if stream == block.stream && self.quiet() {
+            // The common case: freed on its own stream, nothing declared, nothing queued.
+            return pool.deallocate(&block);
+        }
+        self.deallocate_slow(pool, block, stream)
     }
 
     fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {

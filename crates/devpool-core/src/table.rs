@@ -43,8 +43,18 @@ impl KeyTable {
     /// The slot of `key`, if it was claimed.
     #[inline]
     pub(crate) fn find(&self, key: u64) -> Option<usize> {
+        let i = self.home(key);
+        // Most keys sit in their home slot: one load.
+        if self.keys[i].load(Ordering::Acquire) == key {
+            return Some(i);
+        }
+        self.probe(key, i)
+    }
+
+    /// [`find`](Self::find) past the home slot `i`.
+    #[cold]
+    fn probe(&self, key: u64, mut i: usize) -> Option<usize> {
         let mask = self.keys.len() - 1;
-        let mut i = self.home(key);
         for _ in 0..self.keys.len() {
             match self.keys[i].load(Ordering::Acquire) {
                 k if k == key => return Some(i),

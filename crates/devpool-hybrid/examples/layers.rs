@@ -7,12 +7,16 @@
 //! cargo run --release -p devpool-hybrid --example layers -- slab 4096 # one variant
 //! ```
 //!
+//! `nothing` is a pool that does no work: the harness's own share of each figure;
+//! `nothing+ord` the same pool behind the stream-ordered layer: that layer's share.
 //! Each figure is the best of 30 batches of 20 000 pairs (a busy machine slows some
 //! batches, never speeds one up). With one variant named, it runs that variant alone
 //! for 1 000 000 pairs and prints nothing else: the form to count instructions with
 //! `valgrind --tool=callgrind`.
 
-use devpool_core::{Allocator, MockBackend, Pool, Request};
+use devpool_core::{
+    Allocator, Block, DeviceId, DevicePtr, MockBackend, Pool, Request, Stats, StreamOrdered,
+};
 use devpool_hybrid::{hybrid, HybridConfig, HybridPool};
 use devpool_slab::{slab, SlabConfig, SlabPool};
 use devpool_tlsf::{tlsf, TlsfConfig, TlsfPool};
@@ -37,9 +41,42 @@ fn alloc_pairs(a: Box<dyn Allocator>) -> Box<dyn FnMut(usize)> {
     })
 }
 
+/// A pool that does nothing: the harness's own share of every figure.
+struct Nothing;
+
+impl Pool for Nothing {
+    fn allocate(&self, req: &Request) -> devpool_core::Result<Block> {
+        Ok(Block {
+            ptr: DevicePtr(1 << 40),
+            size: req.size,
+            requested: req.size,
+            stream: req.stream,
+            device: DeviceId(0),
+            handle: 0,
+        })
+    }
+    fn deallocate(&self, _: &Block) -> devpool_core::Result<()> {
+        Ok(())
+    }
+    fn check(&self, _: &Block) -> devpool_core::Result<()> {
+        Ok(())
+    }
+    fn stats(&self) -> Stats {
+        Stats::default()
+    }
+    fn trim(&self) -> devpool_core::Result<usize> {
+        Ok(0)
+    }
+}
+
 fn variants() -> Vec<Variant> {
     let mock = MockBackend::shared;
     vec![
+        ("nothing", pool_pairs(Nothing)),
+        (
+            "nothing+ord",
+            alloc_pairs(Box::new(StreamOrdered::new("nothing", mock(), |_| Nothing))),
+        ),
         (
             "malloc",
             Box::new(|size| {

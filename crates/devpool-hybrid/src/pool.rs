@@ -108,27 +108,26 @@ impl HybridPool {
 impl Pool for HybridPool {
     #[inline]
     fn allocate(&self, req: &Request) -> Result<Block> {
-        let route = self.route(req.effective_size());
-        let r = match route {
-            // The slab by name, not through `dyn Pool`: its fast path inlines here.
-            Route::Small => match self.slab.allocate(req) {
-                // A slab that cannot honour an alignment hands the request on.
-                Err(Error::InvalidAlignment { .. } | Error::TooLarge { .. }) => {
-                    return self.allocate_on(Route::Large, req);
-                }
-                r => r,
-            },
-            Route::Large => self.large.pool().allocate(req),
-            Route::Huge => self.huge.allocate(req),
-        };
-        let mut b = r?;
-        debug_assert!(b.handle <= HANDLE_MASK);
-        b.handle |= (route as u64) << ROUTE_SHIFT;
-        Ok(b)
+        if req.size.wrapping_sub(1) < self.small_max {
+            // A request of 1 to `small_max` bytes. The small route's tag is zero: the
+            // slab's block goes out as it is, with no copy (copying a block the callee
+            // just wrote costs more than routing). A slab that cannot honour an
+            // alignment hands the request on.
+            let r = self.slab.allocate(req);
+            if let Err(Error::InvalidAlignment { .. } | Error::TooLarge { .. }) = r {
+                return self.allocate_on(Route::Large, req);
+            }
+            return r;
+        }
+        self.allocate_on(self.route(req.effective_size()), req)
     }
 
     #[inline]
     fn deallocate(&self, block: &Block) -> Result<()> {
+        if block.handle >> ROUTE_SHIFT == Route::Small as u64 {
+            // The small route's tag is zero: the block goes to the slab as it is.
+            return self.slab.deallocate(block);
+        }
         let (route, inner) = Self::split(block)?;
         match route {
             Route::Small => self.slab.deallocate(&inner),
@@ -172,10 +171,20 @@ impl Pool for HybridPool {
 }
 
 impl HybridPool {
+    /// Allocate on `route` and tag the block with it.
+    #[inline]
     fn allocate_on(&self, route: Route, req: &Request) -> Result<Block> {
-        let mut b = self.pool(route).allocate(req)?;
-        b.handle |= (route as u64) << ROUTE_SHIFT;
-        Ok(b)
+        let mut r = match route {
+            Route::Small => self.slab.allocate(req),
+            Route::Large => self.large.pool().allocate(req),
+            Route::Huge => self.huge.allocate(req),
+        };
+        // Tag the block where it lies.
+        if let Ok(b) = &mut r {
+            debug_assert!(b.handle <= HANDLE_MASK);
+            b.handle |= (route as u64) << ROUTE_SHIFT;
+        }
+        r
     }
 }
 

@@ -32,6 +32,22 @@ fn sizes_take_their_routes() {
 }
 
 #[test]
+fn with_no_small_route_even_a_zero_byte_request_goes_large() {
+    let cfg = HybridConfig {
+        small_max: 0,
+        ..HybridConfig::training()
+    };
+    let alloc = hybrid(MockBackend::shared(), cfg);
+    for size in [0usize, 1, 4096] {
+        let b = alloc.alloc(size).unwrap();
+        let r = route_stats(&alloc);
+        assert_eq!(r.small.live_blocks.current, 0, "size {size}");
+        assert_eq!(r.large.live_blocks.current, 1, "size {size}");
+        alloc.free(b).unwrap();
+    }
+}
+
+#[test]
 fn forged_route_bits_are_rejected() {
     let alloc = hybrid(MockBackend::shared(), HybridConfig::training());
     let b = alloc.alloc(4096).unwrap();

@@ -1,7 +1,8 @@
 //! The slot bitmap of one slab: one bit per slot (set = free) and a summary bit per
 //! 64-slot word (set = the word has a free slot), so the first free slot is found by
-//! two `trailing_zeros` in O(1) for slabs of up to 4096 slots (and a short scan of
-//! the summary above that).
+//! two `trailing_zeros` in O(1) for slabs of up to 4096 slots; above that, from a hint
+//! past the summary words known to be empty, a scan of at most 512 words (the largest
+//! slab holds 2^21 slots).
 //!
 //! The words are built and checked with `bitvec`; the hot path works on the plain
 //! words, since a `BitBox` decodes its span on every access to them.
@@ -9,28 +10,36 @@
 use bitvec::prelude::*;
 
 /// Free slots of a slab, lowest first.
+///
+/// One allocation holds both levels, the summary words first: finding a free slot
+/// follows one pointer, not two.
 #[derive(Debug)]
 pub(crate) struct SlotBitmap {
-    free: Box<[u64]>,
-    summary: Box<[u64]>,
+    /// `sum` summary words, then the slot words.
+    words: Box<[u64]>,
+    /// Summary words.
+    sum: u32,
     /// No summary word below this one has a set bit.
-    hint: usize,
+    hint: u32,
 }
 
 /// `len` set bits in whole words; the bits past `len` in the last word are clear.
-fn all_set(len: usize) -> Box<[u64]> {
+fn all_set(len: usize) -> Vec<u64> {
     let mut v = BitVec::<u64, Lsb0>::repeat(true, len);
     v.set_uninitialized(false);
-    v.into_vec().into_boxed_slice()
+    v.into_vec()
 }
 
 impl SlotBitmap {
     /// `slots` slots, all free.
     pub fn all_free(slots: usize) -> Self {
         let free = all_set(slots);
+        let mut words = all_set(free.len());
+        let sum = words.len() as u32;
+        words.extend(free);
         SlotBitmap {
-            summary: all_set(free.len()),
-            free,
+            words: words.into_boxed_slice(),
+            sum,
             hint: 0,
         }
     }
@@ -38,21 +47,24 @@ impl SlotBitmap {
     /// Take the lowest free slot.
     #[inline]
     pub fn take(&mut self) -> Option<usize> {
-        let mut si = self.hint;
+        let mut si = self.hint as usize;
         let s = loop {
-            let s = *self.summary.get(si)?;
+            if si >= self.sum as usize {
+                return None;
+            }
+            let s = *self.words.get(si)?;
             if s != 0 {
                 break s;
             }
             si += 1;
         };
-        self.hint = si;
+        self.hint = si as u32;
         let w = si * 64 + s.trailing_zeros() as usize;
-        let word = self.free.get_mut(w)?;
+        let word = self.words.get_mut(self.sum as usize + w)?;
         let bit = word.trailing_zeros() as usize;
         *word &= *word - 1;
         if *word == 0 {
-            self.summary[si] &= !(1u64 << (w % 64));
+            self.words[si] &= !(1u64 << (w % 64));
         }
         Some(w * 64 + bit)
     }
@@ -60,38 +72,50 @@ impl SlotBitmap {
     /// Whether `slot` (below the slab's slot count) is free.
     #[inline]
     pub fn is_free(&self, slot: usize) -> bool {
-        self.free[slot / 64] & (1 << (slot % 64)) != 0
+        self.words[self.sum as usize + slot / 64] & (1 << (slot % 64)) != 0
     }
 
-    /// Mark `slot` (in use) free again.
+    /// Mark `slot` (below the slab's slot count) free again; `false`, changing
+    /// nothing, when it is free already.
     #[inline(always)]
-    pub fn put(&mut self, slot: usize) {
+    pub fn put(&mut self, slot: usize) -> bool {
         let w = slot / 64;
-        self.free[w] |= 1 << (slot % 64);
-        self.summary[w / 64] |= 1 << (w % 64);
-        self.hint = self.hint.min(w / 64);
+        let bit = 1u64 << (slot % 64);
+        let Some(word) = self.words.get_mut(self.sum as usize + w) else {
+            return false;
+        };
+        if *word & bit != 0 {
+            return false;
+        }
+        *word |= bit;
+        self.words[w / 64] |= 1 << (w % 64);
+        self.hint = self.hint.min((w / 64) as u32);
+        true
+    }
+
+    fn free_words(&self) -> &[u64] {
+        &self.words[self.sum as usize..]
     }
 
     /// Free slots, counted bit by bit (for checks).
     pub fn count_free(&self) -> usize {
-        self.free.view_bits::<Lsb0>().count_ones()
+        self.free_words().view_bits::<Lsb0>().count_ones()
     }
 
     /// Whether the summary agrees with the slot bits (for checks).
     pub fn consistent(&self) -> bool {
-        let words = self.free.view_bits::<Lsb0>();
-        let summary = self.summary.view_bits::<Lsb0>();
-        self.free
-            .iter()
+        let free = self.free_words();
+        let summary = self.words[..self.sum as usize].view_bits::<Lsb0>();
+        free.iter()
             .enumerate()
             .all(|(w, &x)| summary[w] == (x != 0))
-            && summary.count_ones() <= words.len()
-            && summary[..self.hint * 64].not_any()
+            && summary.count_ones() <= free.len()
+            && summary[..self.hint as usize * 64].not_any()
     }
 
     /// Host bytes behind the bitmap.
     pub fn heap_bytes(&self) -> usize {
-        (self.free.len() + self.summary.len()) * 8
+        self.words.len() * 8
     }
 }
 
@@ -109,8 +133,9 @@ mod tests {
             assert!((0..n).all(|i| !b.is_free(i)));
             assert!(b.consistent());
             for i in (0..n).rev().step_by(7) {
-                b.put(i);
+                assert!(b.put(i));
                 assert!(b.is_free(i));
+                assert!(!b.put(i), "a free slot is not freed twice");
             }
             assert!(b.consistent());
             let mut want: Vec<usize> = (0..n).rev().step_by(7).collect();

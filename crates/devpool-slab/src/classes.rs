@@ -80,9 +80,16 @@ pub(crate) struct ClassInfo {
     pub slots: u32,
 }
 
+/// Requests up to this many bytes find their class in one table read.
+const DIRECT_MAX: usize = 64 << 10;
+
 /// Every class of a pool and the lookup from request to class.
 #[derive(Debug)]
 pub(crate) struct Classes {
+    /// The class of each unit count `0..=direct_max / 256` (0 for a zero-byte request).
+    direct: Isolated<u8>,
+    /// The largest request `direct` covers.
+    direct_max: usize,
     lookup: Lookup,
     /// The classes, smallest first.
     pub info: Isolated<ClassInfo>,
@@ -148,12 +155,23 @@ impl Classes {
                 }
             }
         };
-        Classes {
+        let mut classes = Classes {
+            direct: Isolated::new(Vec::new()),
+            direct_max: 0,
             lookup,
             info: Isolated::new(info),
             max_size,
             keep_empty: cfg.keep_empty,
-        }
+        };
+        // At most 256 units: at most 256 classes of distinct multiples of 256 B below.
+        let direct_max = max_size.min(DIRECT_MAX);
+        classes.direct = Isolated::new(
+            (0..=direct_max >> UNIT_SHIFT)
+                .map(|u| classes.index((u << UNIT_SHIFT).max(1)) as u8)
+                .collect(),
+        );
+        classes.direct_max = direct_max;
+        classes
     }
 
     /// The class of `size` bytes (`1 <= size <= max_size`).
@@ -170,6 +188,22 @@ impl Classes {
                 c
             }
         }
+    }
+
+    /// The class of a request the fast path serves: at most the largest class, at
+    /// the default alignment. `None` for anything else ([`class_for`](Self::class_for)
+    /// then says why, or finds an aligned class).
+    #[inline]
+    pub fn class_fast(&self, req: &Request) -> Option<usize> {
+        if req.align > MIN_SLOT || !req.align.is_power_of_two() {
+            return None;
+        }
+        if req.size <= self.direct_max {
+            let u = (req.size + MIN_SLOT - 1) >> UNIT_SHIFT;
+            return self.direct.get(u).map(|&c| c as usize);
+        }
+        let size = req.size;
+        (size <= self.max_size).then(|| self.index(size))
     }
 
     /// The class that serves `req`: the smallest one large enough whose slots are
@@ -235,8 +269,13 @@ mod tests {
                     let req = Request::new(size).with_align(align);
                     let got = classes.class_for(&req).ok();
                     assert_eq!(got, brute(&classes, size, align), "{cfg:?} {size} {align}");
+                    if align <= MIN_SLOT {
+                        assert_eq!(classes.class_fast(&req), got, "fast: {cfg:?} {size}");
+                    }
                 }
             }
+            assert_eq!(classes.class_fast(&Request::new(max + 1)), None);
+            assert_eq!(classes.class_fast(&Request::new(100).with_align(3)), None);
             let too_big = Request::new(max + 1);
             assert!(matches!(
                 classes.class_for(&too_big),

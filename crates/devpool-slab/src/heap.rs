@@ -3,8 +3,8 @@
 //! plain data under the cache's lock, which only its thread takes on the hot path.
 
 use crate::depot::Shared;
+use crate::handle::{Handle, MAX_LOCAL};
 use crate::slab::{Slab, NIL};
-use crate::table::{encode_handle, Entry};
 use devpool_core::{Block, Error, Gauge, Result};
 
 /// Empty slabs of one class a cache keeps before handing more to the depot.
@@ -56,10 +56,42 @@ pub(crate) struct CacheStats {
     pub frees: u64,
 }
 
-/// A thread cache.
+impl CacheStats {
+    #[inline]
+    fn on_alloc(&mut self, requested: u64, size: u64) {
+        gauge_add(&mut self.live, requested);
+        gauge_add(&mut self.allocated, size);
+        gauge_add(&mut self.blocks, 1);
+        self.allocations += 1;
+    }
+
+    #[inline]
+    fn on_free(&mut self, requested: u64, size: u64) {
+        // `requested` comes from the caller: never let a forged one wrap a count.
+        self.live.current = self.live.current.saturating_sub(requested);
+        self.allocated.current -= size;
+        self.blocks.current -= 1;
+        self.frees += 1;
+    }
+}
+
+/// What a free did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Freed {
+    /// The slot is free again.
+    Done,
+    /// The slot is free, and its slab is now an empty slab beyond those the cache
+    /// keeps: it should go to the depot.
+    Extra,
+}
+
+/// A thread cache. It is made empty, with no class lists, and gets them on its
+/// first allocation ([`make`](Heap::make)).
 #[derive(Debug)]
 pub(crate) struct Heap {
     id: u8,
+    /// Generation given to the next slab this cache adopts.
+    next_gen: u16,
     slabs: Vec<Option<Slab>>,
     vacant: Vec<u32>,
     classes: Box<[ClassList]>,
@@ -67,14 +99,28 @@ pub(crate) struct Heap {
 }
 
 impl Heap {
-    pub fn new(id: u8, classes: usize) -> Self {
+    /// The cache numbered `id`, with nothing in it.
+    pub fn new(id: u8) -> Self {
         Heap {
             id,
+            next_gen: 0,
             slabs: Vec::new(),
             vacant: Vec::new(),
-            classes: vec![ClassList::default(); classes].into_boxed_slice(),
+            classes: Box::new([]),
             stats: CacheStats::default(),
         }
+    }
+
+    /// Whether the cache has its class lists.
+    #[inline]
+    pub fn is_made(&self) -> bool {
+        !self.classes.is_empty()
+    }
+
+    /// Give the cache its lists for `classes` classes.
+    #[cold]
+    pub fn make(&mut self, classes: usize) {
+        self.classes = vec![ClassList::default(); classes].into_boxed_slice();
     }
 
     #[inline]
@@ -85,44 +131,66 @@ impl Heap {
     }
 
     /// Allocate a slot of class `c` for `requested` bytes: (address, size, handle).
+    /// `None` when no slab of the class has a free slot (or `c` is no class): the
+    /// fast path, which calls nothing.
     #[inline]
-    pub fn alloc(&mut self, c: usize, requested: usize, sh: &Shared) -> Result<(u64, usize, u64)> {
-        let mut local = self.classes[c].head;
-        if local == NIL {
-            local = self.refill(c, sh)?;
-        }
-        let slab = self.slab(local);
-        let was_empty = slab.is_empty();
-        let slot = slab.bits.take().expect("a listed slab has a free slot");
+    pub fn alloc_fast(&mut self, c: usize, requested: usize) -> Option<(u64, usize, u64)> {
+        let cl = self.classes.get_mut(c)?;
+        let local = cl.head;
+        let slab = self.slabs.get_mut(local as usize)?.as_mut()?;
+        let slot = slab.bits.take()?;
+        let was_empty = slab.free == slab.slots;
         slab.free -= 1;
         let full = slab.free == 0;
-        let (ptr, size) = (slab.slot_ptr(slot), slab.size);
-        let handle = encode_handle(slab.idx, slot, slab.gen);
-        if full {
-            self.unlink(c, local);
+        let size = slab.size;
+        let ptr = slab.slot_ptr(slot);
+        let handle = Handle {
+            gen: slab.gen,
+            cache: self.id as usize,
+            local,
+            slot,
         }
-        let cl = &mut self.classes[c];
+        .encode();
         cl.live += 1;
         cl.requested += requested as u64;
         cl.empty -= was_empty as u64;
-        let st = &mut self.stats;
-        gauge_add(&mut st.live, requested as u64);
-        gauge_add(&mut st.allocated, size as u64);
-        gauge_add(&mut st.blocks, 1);
-        st.allocations += 1;
-        Ok((ptr, size, handle))
+        if full {
+            self.unlink(c, local);
+        }
+        self.stats.on_alloc(requested as u64, size as u64);
+        Some((ptr, size, handle))
+    }
+
+    /// [`alloc_fast`](Self::alloc_fast), taking a slab from the depot first when the
+    /// class has none with a free slot.
+    pub fn alloc(&mut self, c: usize, requested: usize, sh: &Shared) -> Result<(u64, usize, u64)> {
+        if let Some(r) = self.alloc_fast(c, requested) {
+            return Ok(r);
+        }
+        self.refill(c, sh)?;
+        Ok(self
+            .alloc_fast(c, requested)
+            .expect("a refilled class has a free slot"))
     }
 
     #[cold]
     fn refill(&mut self, c: usize, sh: &Shared) -> Result<u32> {
+        if self.vacant.is_empty() && self.slabs.len() >= MAX_LOCAL {
+            return Err(Error::Limit(format!(
+                "a slab pool's thread cache holds at most {MAX_LOCAL} slabs"
+            )));
+        }
         let slab = sh.depot.lock().take(c, sh)?;
-        Ok(self.adopt(slab, sh))
+        Ok(self.adopt(slab))
     }
 
-    /// Take an empty slab into this cache.
-    fn adopt(&mut self, slab: Slab, sh: &Shared) -> u32 {
+    /// Take an empty slab into this cache (which has room for it), with a new
+    /// generation.
+    fn adopt(&mut self, mut slab: Slab) -> u32 {
         let c = slab.class as usize;
-        let (idx, gen, slots) = (slab.idx, slab.gen, slab.slots as u64);
+        let slots = slab.slots as u64;
+        slab.gen = self.next_gen;
+        self.next_gen = self.next_gen.wrapping_add(1);
         let local = match self.vacant.pop() {
             Some(l) => {
                 self.slabs[l as usize] = Some(slab);
@@ -133,15 +201,6 @@ impl Heap {
                 (self.slabs.len() - 1) as u32
             }
         };
-        sh.table.set(
-            idx,
-            Entry {
-                present: true,
-                owner: self.id,
-                local,
-                gen,
-            },
-        );
         let cl = &mut self.classes[c];
         cl.slabs += 1;
         cl.empty += 1;
@@ -167,6 +226,7 @@ impl Heap {
         slab
     }
 
+    #[inline]
     fn link(&mut self, c: usize, local: u32) {
         let head = self.classes[c].head;
         if head != NIL {
@@ -179,6 +239,7 @@ impl Heap {
         self.classes[c].head = local;
     }
 
+    #[inline]
     fn unlink(&mut self, c: usize, local: u32) {
         let s = self.slab(local);
         let (prev, next) = (s.prev, s.next);
@@ -195,37 +256,50 @@ impl Heap {
         }
     }
 
-    /// Check that `block` is slot `slot` of the slab at `local`, live; free it too
-    /// when `free` is set.
+    /// Check that `block` is the slot its handle `h` names (live or not): its slab.
     #[inline]
-    pub fn free(
-        &mut self,
-        local: u32,
-        slot: usize,
-        block: &Block,
-        free: bool,
-        sh: &Shared,
-    ) -> Result<()> {
-        let Some(slab) = self.slabs.get_mut(local as usize).and_then(Option::as_mut) else {
+    fn slab_of(&mut self, h: Handle, block: &Block) -> Result<&mut Slab> {
+        let Some(slab) = self
+            .slabs
+            .get_mut(h.local as usize)
+            .and_then(Option::as_mut)
+        else {
             return Err(Error::NotOwned { ptr: block.ptr });
         };
-        if slot >= slab.slots as usize
+        let slot = h.slot;
+        if slab.gen != h.gen
+            || slot >= slab.slots as usize
             || slab.slot_ptr(slot) != block.ptr.0
             || block.size != slab.size
             || block.requested > slab.size
         {
             return Err(Error::NotOwned { ptr: block.ptr });
         }
-        if slab.bits.is_free(slot) {
+        Ok(slab)
+    }
+
+    /// Check, without freeing it, that `block` is the live slot its handle names.
+    pub fn check_live(&mut self, h: Handle, block: &Block) -> Result<()> {
+        if self.slab_of(h, block)?.bits.is_free(h.slot) {
             return Err(Error::DoubleFree { ptr: block.ptr });
         }
-        if !free {
-            return Ok(());
+        Ok(())
+    }
+
+    /// Free `block`, the slot its handle `h` names, after checking it as
+    /// [`check_live`](Self::check_live) does. The fast path, which calls nothing:
+    /// when the free leaves the class with more empty slabs than the cache keeps, it
+    /// says so, and the caller hands that slab on with [`give_away`](Self::give_away).
+    #[inline]
+    pub fn free_fast(&mut self, h: Handle, block: &Block) -> Result<Freed> {
+        let local = h.local;
+        let slab = self.slab_of(h, block)?;
+        if !slab.bits.put(h.slot) {
+            return Err(Error::DoubleFree { ptr: block.ptr });
         }
-        slab.bits.put(slot);
         slab.free += 1;
         let (c, size) = (slab.class as usize, slab.size as u64);
-        let (relink, empty) = (!slab.linked, slab.is_empty());
+        let (relink, empty) = (!slab.linked, slab.free == slab.slots);
         if relink {
             self.link(c, local);
         }
@@ -234,23 +308,37 @@ impl Heap {
         // `requested` comes from the caller: never let a forged one wrap a count.
         cl.requested = cl.requested.saturating_sub(block.requested as u64);
         cl.empty += empty as u64;
-        let give_away = empty && cl.empty > KEEP_IN_CACHE as u64;
-        let st = &mut self.stats;
-        st.live.current = st.live.current.saturating_sub(block.requested as u64);
-        st.allocated.current -= size;
-        st.blocks.current -= 1;
-        st.frees += 1;
-        if give_away {
-            self.give_away(local, sh);
+        let extra = empty && cl.empty > KEEP_IN_CACHE as u64;
+        self.stats.on_free(block.requested as u64, size);
+        Ok(if extra { Freed::Extra } else { Freed::Done })
+    }
+
+    /// [`free_fast`](Self::free_fast), handing an extra empty slab to the depot.
+    pub fn free(&mut self, h: Handle, block: &Block, sh: &Shared) -> Result<()> {
+        if let Freed::Extra = self.free_fast(h, block)? {
+            self.give_away(h.local, sh);
         }
         Ok(())
+    }
+
+    /// Whether the slab at `local` is of generation `gen`, empty, and one more empty
+    /// slab of its class than the cache keeps.
+    pub fn is_extra_empty(&self, local: u32, gen: u16) -> bool {
+        match self.slabs.get(local as usize).and_then(Option::as_ref) {
+            Some(s) => {
+                s.gen == gen
+                    && s.is_empty()
+                    && self.classes[s.class as usize].empty > KEEP_IN_CACHE as u64
+            }
+            None => false,
+        }
     }
 
     /// Hand an empty slab to the depot. The free that emptied it has succeeded: if
     /// the backend refuses the region back, the depot keeps the slab and the next
     /// trim reports the error.
     #[cold]
-    fn give_away(&mut self, local: u32, sh: &Shared) {
+    pub fn give_away(&mut self, local: u32, sh: &Shared) {
         let slab = self.evict(local);
         let _ = sh.depot.lock().put(slab, sh);
     }
@@ -268,15 +356,15 @@ impl Heap {
         self.slabs.drain(..).flatten()
     }
 
-    /// Check that every slab's bitmap, free count, list link and table entry agree,
-    /// and that the class totals match the slabs.
-    pub fn check(&self, sh: &Shared) -> std::result::Result<(), String> {
+    /// Check that every slab's bitmap, free count and list link agree, and that the
+    /// class totals match the slabs.
+    pub fn check(&self) -> std::result::Result<(), String> {
         let n = self.classes.len();
         let (mut slabs, mut empty, mut cap, mut live) =
             (vec![0u64; n], vec![0u64; n], vec![0u64; n], vec![0u64; n]);
         for (local, slab) in self.slabs.iter().enumerate() {
             let Some(s) = slab else { continue };
-            let at = format!("slab {} at {:#x}", s.idx, s.start);
+            let at = format!("slab {local} of cache {} at {:#x}", self.id, s.start);
             if s.bits.count_free() != s.free as usize || !s.bits.consistent() {
                 return Err(format!(
                     "{at}: bitmap disagrees with its free count {}",
@@ -287,18 +375,6 @@ impl Heap {
                 return Err(format!(
                     "{at}: listed {} with {} free slots",
                     s.linked, s.free
-                ));
-            }
-            let want = Entry {
-                present: true,
-                owner: self.id,
-                local: local as u32,
-                gen: s.gen,
-            };
-            if sh.table.get(s.idx) != Some(want) {
-                return Err(format!(
-                    "{at}: table entry {:?}, want {want:?}",
-                    sh.table.get(s.idx)
                 ));
             }
             let c = s.class as usize;
@@ -317,7 +393,7 @@ impl Heap {
                     .as_ref()
                     .ok_or("list reaches a vacant slot")?;
                 if s.class as usize != c || !s.linked {
-                    return Err(format!("class {c}: list holds slab {} wrongly", s.idx));
+                    return Err(format!("class {c}: list holds slab {at} wrongly"));
                 }
                 listed += 1;
                 at = s.next;

@@ -1,7 +1,7 @@
 //! [`Isolated`]: a read-mostly slice that shares no cache line with other data.
 //!
-//! Every thread reads some tables on every operation (the classes, the slab
-//! table). If such a table shared a cache line with data that one thread writes
+//! Every thread reads some tables on every operation (the classes and their
+//! lookup tables). If such a table shared a cache line with data that one thread writes
 //! all the time, every other thread's read would wait for that line to move:
 //! false sharing. Padding both ends by two cache lines rules that out.
 
@@ -14,6 +14,7 @@ const PAD_BYTES: usize = 128;
 pub(crate) struct Isolated<T> {
     buf: Box<[T]>,
     pad: usize,
+    len: usize,
 }
 
 impl<T: Copy + Default> Isolated<T> {
@@ -21,12 +22,14 @@ impl<T: Copy + Default> Isolated<T> {
     pub fn new(items: Vec<T>) -> Self {
         let pad = PAD_BYTES.div_ceil(std::mem::size_of::<T>().max(1));
         let mut buf = Vec::with_capacity(items.len() + 2 * pad);
+        let len = items.len();
         buf.resize(pad, T::default());
         buf.extend(items);
         buf.resize(buf.len() + pad, T::default());
         Isolated {
             buf: buf.into_boxed_slice(),
             pad,
+            len,
         }
     }
 }
@@ -35,7 +38,9 @@ impl<T> Deref for Isolated<T> {
     type Target = [T];
     #[inline]
     fn deref(&self) -> &[T] {
-        &self.buf[self.pad..self.buf.len() - self.pad]
+        // SAFETY: `buf` holds `pad` items, the `len` items, then `pad` more, and never
+        // changes after `new`: the range lies inside it.
+        unsafe { self.buf.get_unchecked(self.pad..self.pad + self.len) }
     }
 }
 

@@ -30,15 +30,21 @@
 //! ## Design
 //!
 //! - **Classes** are computed in a few bit operations (TLSF-style buckets, or a
-//!   small table for a custom list); see [`SlabConfig`].
+//!   small table for a custom list), and for requests up to 64 KiB read from one
+//!   byte table; see [`SlabConfig`].
 //! - **Slabs** are backend regions, each serving one class; a two-level bitmap
-//!   finds the lowest free slot in O(1). A block's handle carries its slab
-//!   number, slot and the slab's generation, so a free finds its slab in O(1) and
-//!   rejects, changing nothing, a pointer it never gave out or one already free.
+//!   finds the lowest free slot in O(1). A block's handle names its thread cache,
+//!   its slab's place in that cache, the slot and the slab's generation, so a free
+//!   finds its slab with no lookup and rejects, changing nothing, a block it never
+//!   gave out or one already free.
 //! - **Thread caches**: each thread allocates from slabs its own cache holds. A
 //!   cache's lock is taken with one atomic swap and given back with a plain store;
 //!   other threads take it only to free a block of one of its slabs, or for
 //!   statistics and trims. See [`SlabPool`] for the empty-slab policy.
+//! - **The fast paths call nothing**: an allocation served by the thread's cache
+//!   and a free that leaves no extra empty slab run without a function call; all
+//!   else (a busy lock, a new slab, an aligned request, a bad block) takes a slow
+//!   path out of line.
 //! - **Streams**: [`slab`] and [`fixed`] wrap the pools in
 //!   [`StreamOrdered`], which gives each stream its
 //!   own pool, so a slot freed on one stream reaches another only through the
@@ -46,27 +52,26 @@
 //!
 //! ## Host metadata
 //!
-//! Each slab costs about 130 B of host memory (its record, its bitmaps' allocations
-//! and 8 B in the slab table) plus one bit per slot and one bit per 64 slots. With
-//! 2 MiB slabs that is under 1 B per block for classes up to 8 KiB (0.15 B for
-//! 256 B blocks) and under 32 B per block for the 1 MiB class (8 slots per slab).
-//! A pool also has a fixed part of about 5 KiB (its 32 thread-cache slots) and
-//! about 50 B per class in each thread cache in use (2 KiB for the 44 default
-//! classes). [`SlabPool::host_metadata_bytes`]
-//! gives the exact figure.
+//! Each slab costs about 100 B of host memory (its record and its bitmap's
+//! allocation) plus one bit per slot and one bit per 64 slots. With 2 MiB slabs
+//! that is under 1 B per block for classes up to 8 KiB (0.1 B for 256 B blocks)
+//! and under 16 B per block for the 1 MiB class (8 slots per slab). A pool also
+//! has a fixed part of about 4 KiB (its 32 thread caches) and about 50 B per class
+//! in each thread cache in use (2 KiB for the 44 default classes).
+//! [`SlabPool::host_metadata_bytes`] gives the exact figure.
 #![warn(missing_docs)]
 
 mod bitmap;
 mod classes;
 mod config;
 mod depot;
+mod handle;
 mod heap;
 mod isolated;
 mod lock;
 mod pool;
 mod slab;
 mod stats;
-mod table;
 mod thread;
 
 pub use config::{SlabConfig, MAX_CLASS_BYTES, MAX_SLAB_BYTES};

@@ -26,6 +26,14 @@ pub(crate) struct SpinGuard<'a, T> {
 }
 
 impl<T> SpinLock<T> {
+    /// A free lock around `value`.
+    pub fn new(value: T) -> Self {
+        SpinLock {
+            locked: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
+    }
+
     /// Take the lock if it is free.
     #[inline]
     pub fn try_lock(&self) -> Option<SpinGuard<'_, T>> {

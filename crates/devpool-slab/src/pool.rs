@@ -2,10 +2,10 @@
 
 use crate::classes::Classes;
 use crate::depot::{Depot, Shared, SharedClasses};
-use crate::heap::Heap;
+use crate::handle::Handle;
+use crate::heap::{Freed, Heap};
 use crate::lock::{SpinGuard, SpinLock};
 use crate::stats::ClassStats;
-use crate::table::{decode_handle, Entry, SlabTable, DEPOT};
 use crate::SlabConfig;
 use crossbeam_utils::CachePadded;
 use devpool_core::{
@@ -13,7 +13,6 @@ use devpool_core::{
     Stats,
 };
 use parking_lot::Mutex;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Thread caches per pool. Each running thread holds the lowest number no other
@@ -21,7 +20,7 @@ use std::sync::Arc;
 /// their own; a new thread takes over the cache (and slabs) of one that exited.
 pub const THREAD_CACHES: usize = 32;
 
-type Cache = CachePadded<SpinLock<Option<Box<Heap>>>>;
+type Cache = CachePadded<SpinLock<Heap>>;
 
 /// A single-stream pool of size-classed slabs. Use it through
 /// [`slab`](crate::slab) or [`fixed`](crate::fixed), which give each stream its own.
@@ -30,8 +29,10 @@ type Cache = CachePadded<SpinLock<Option<Box<Heap>>>>;
 ///   are aligned as asked; larger than the largest class is [`Error::TooLarge`].
 /// - **Slabs.** Each slab is one backend region serving one class, its slots
 ///   tracked in a bitmap; allocation takes the lowest free slot of the first slab
-///   with one, and a free finds its slab from the block's handle (slab number, slot
-///   and generation, checked against the pointer and size): both O(1).
+///   with one, and a free finds its slab from the block's handle (thread cache,
+///   place in the cache, slot and generation, checked against the pointer and
+///   size): both O(1). A slab changes caches only through the depot, when empty, so
+///   a live block's handle stays right.
 /// - **Thread caches.** Each thread allocates from slabs its own cache holds, under
 ///   that cache's lock, which no other thread takes on the hot path. A block freed
 ///   on another thread goes back to the cache that owns its slab.
@@ -57,7 +58,7 @@ type Cache = CachePadded<SpinLock<Option<Box<Heap>>>>;
 /// assert!(pool.deallocate(&b).is_err());
 /// ```
 pub struct SlabPool {
-    caches: Box<[Cache]>,
+    caches: Box<[Cache; THREAD_CACHES]>,
     device: DeviceId,
     sh: Shared,
 }
@@ -72,11 +73,12 @@ impl SlabPool {
 
     pub(crate) fn with_classes(backend: Arc<dyn Backend>, classes: SharedClasses) -> Self {
         SlabPool {
-            caches: (0..THREAD_CACHES).map(|_| Cache::default()).collect(),
+            caches: Box::new(std::array::from_fn(|i| {
+                CachePadded::new(SpinLock::new(Heap::new(i as u8)))
+            })),
             device: backend.device(),
             sh: Shared {
                 depot: CachePadded::new(Mutex::new(Depot::new(classes.info.len()))),
-                table: SlabTable::default(),
                 counters: CachePadded::default(),
                 backend,
                 classes,
@@ -84,86 +86,90 @@ impl SlabPool {
         }
     }
 
-    /// The calling thread's cache, or another idle one that exists if it is busy.
-    #[inline]
-    fn my_cache(&self) -> (usize, SpinGuard<'_, Option<Box<Heap>>>) {
+    /// The calling thread's cache, or another idle one already in use if it is busy.
+    fn my_cache(&self) -> SpinGuard<'_, Heap> {
         let home = crate::thread::index() % THREAD_CACHES;
-        match self.caches[home].try_lock() {
-            Some(g) => (home, g),
-            None => self.busy_cache(home),
+        if let Some(g) = self.caches[home].try_lock() {
+            return g;
         }
-    }
-
-    #[cold]
-    fn busy_cache(&self, home: usize) -> (usize, SpinGuard<'_, Option<Box<Heap>>>) {
         for i in 1..THREAD_CACHES {
-            let at = (home + i) % THREAD_CACHES;
-            if let Some(g) = self.caches[at].try_lock() {
-                if g.is_some() {
-                    return (at, g);
+            if let Some(g) = self.caches[(home + i) % THREAD_CACHES].try_lock() {
+                if g.is_made() {
+                    return g;
                 }
             }
         }
-        (home, self.caches[home].lock())
+        self.caches[home].lock()
     }
 
-    #[cold]
-    fn new_cache<'a>(&self, slot: &'a mut Option<Box<Heap>>, at: usize) -> &'a mut Heap {
-        slot.insert(Box::new(Heap::new(at as u8, self.sh.classes.info.len())))
-    }
-
-    /// Check `block` and, when `free` is set, free it.
+    /// Free `block`: the fast path, which calls nothing. The handle names the cache
+    /// that holds the block's slab, whose lock is taken without waiting; a busy lock
+    /// or a bad block goes the slow way.
     #[inline]
-    fn release(&self, block: &Block, free: bool) -> Result<()> {
-        let (idx, slot, gen) = decode_handle(block.handle);
-        if let Some(cell) = self.sh.table.cell(idx) {
-            let raw = cell.load(Ordering::Acquire);
-            let e = Entry::decode(raw);
-            if e.present && e.gen == gen {
-                if let Some(cache) = self.caches.get(e.owner as usize) {
-                    let mut g = cache.lock();
-                    // The entry changes only under its owner's lock: check it stayed.
-                    if cell.load(Ordering::Relaxed) == raw {
-                        if let Some(heap) = g.as_mut() {
-                            return heap.free(e.local, slot, block, free, &self.sh);
-                        }
-                    }
+    fn free_fast(&self, block: &Block) -> Result<()> {
+        let h = Handle::decode(block.handle);
+        if let Some(cache) = self.caches.get(h.cache) {
+            if let Some(mut g) = cache.try_lock() {
+                let freed = g.free_fast(h, block)?;
+                drop(g);
+                if freed == Freed::Extra {
+                    self.give_away(h);
                 }
+                return Ok(());
             }
         }
-        self.release_slow(block, free)
+        self.release_slow(block, true)
     }
 
-    /// [`release`](Self::release) when the slab moved meanwhile, sits in the depot,
-    /// or the block is not one of ours.
+    /// A free left a cache with more empty slabs of a class than it keeps: hand the
+    /// slab on to the depot, if it is still there and still empty.
+    #[cold]
+    fn give_away(&self, h: Handle) {
+        let mut g = self.caches[h.cache].lock();
+        if g.is_extra_empty(h.local, h.gen) {
+            g.give_away(h.local, &self.sh);
+        }
+    }
+
+    /// Check `block` and, when `free` is set, free it, waiting for its cache's lock.
     #[cold]
     fn release_slow(&self, block: &Block, free: bool) -> Result<()> {
-        let (idx, slot, gen) = decode_handle(block.handle);
-        loop {
-            let e = match self.sh.table.get(idx) {
-                Some(e) if e.present && e.gen == gen => e,
-                _ => return Err(Error::NotOwned { ptr: block.ptr }),
-            };
-            if e.owner == DEPOT {
-                // The depot holds only empty slabs: this block is not live.
-                let d = self.sh.depot.lock();
-                if self.sh.table.get(idx) != Some(e) {
-                    continue;
-                }
-                return Err(d.refuse(idx, slot, block));
-            }
-            let Some(cache) = self.caches.get(e.owner as usize) else {
-                return Err(Error::NotOwned { ptr: block.ptr });
-            };
-            let mut g = cache.lock();
-            if self.sh.table.get(idx) != Some(e) {
-                continue;
-            }
-            return match g.as_mut() {
-                Some(heap) => heap.free(e.local, slot, block, free, &self.sh),
-                None => Err(Error::NotOwned { ptr: block.ptr }),
-            };
+        let h = Handle::decode(block.handle);
+        let Some(cache) = self.caches.get(h.cache) else {
+            return Err(Error::NotOwned { ptr: block.ptr });
+        };
+        let mut g = cache.lock();
+        if free {
+            g.free(h, block, &self.sh)
+        } else {
+            g.check_live(h, block)
         }
+    }
+
+    #[inline]
+    fn block(&self, req: &Request, ptr: u64, size: usize, handle: u64) -> Block {
+        Block {
+            ptr: DevicePtr(ptr),
+            size,
+            requested: req.size,
+            stream: req.stream,
+            device: self.device,
+            handle,
+        }
+    }
+
+    /// An allocation the fast path could not serve: an aligned or refused request,
+    /// a busy or new cache, or a class that needs a slab from the depot.
+    #[cold]
+    fn allocate_slow(&self, req: &Request) -> Result<Block> {
+        let c = self.sh.classes.class_for(req)?;
+        let mut g = self.my_cache();
+        if !g.is_made() {
+            g.make(self.sh.classes.info.len());
+        }
+        let (ptr, size, handle) = g.alloc(c, req.size, &self.sh)?;
+        drop(g);
+        Ok(self.block(req, ptr, size, handle))
     }
 
     /// Statistics per class, smallest class first.
@@ -181,14 +187,13 @@ impl SlabPool {
             })
             .collect();
         for cache in self.caches.iter() {
-            if let Some(heap) = cache.lock().as_ref() {
-                for (o, cl) in out.iter_mut().zip(heap.classes()) {
-                    o.slabs += cl.slabs;
-                    o.empty_slabs += cl.empty;
-                    o.live_slots += cl.live;
-                    o.free_slots += cl.capacity - cl.live;
-                    o.requested_bytes += cl.requested;
-                }
+            let heap = cache.lock();
+            for (o, cl) in out.iter_mut().zip(heap.classes()) {
+                o.slabs += cl.slabs;
+                o.empty_slabs += cl.empty;
+                o.live_slots += cl.live;
+                o.free_slots += cl.capacity - cl.live;
+                o.requested_bytes += cl.requested;
             }
         }
         for (o, (slabs, slots)) in out.iter_mut().zip(self.sh.depot.lock().kept()) {
@@ -202,22 +207,19 @@ impl SlabPool {
         out
     }
 
-    /// Host bytes of this pool's metadata: caches, slabs, bitmaps and table.
+    /// Host bytes of this pool's metadata: caches, slabs and bitmaps.
     pub fn host_metadata_bytes(&self) -> usize {
         let mut bytes = std::mem::size_of::<SlabPool>()
             + self.caches.len() * std::mem::size_of::<Cache>()
-            + self.sh.table.heap_bytes()
             + self.sh.depot.lock().metadata_bytes();
         for cache in self.caches.iter() {
-            if let Some(heap) = cache.lock().as_ref() {
-                bytes += heap.metadata_bytes();
-            }
+            bytes += cache.lock().metadata_bytes();
         }
         bytes
     }
 
-    /// A debug check: walk every slab and check that its bitmap, free count, list
-    /// and table entry agree with each other and with the class and block counts.
+    /// A debug check: walk every slab and check that its bitmap, free count and list
+    /// agree with each other and with the class and block counts.
     /// It locks each thread cache in turn; run it when no operation is in flight.
     /// Returns [`Error::Corrupted`] naming the first disagreement.
     pub fn check_consistency(&self) -> Result<()> {
@@ -226,9 +228,7 @@ impl SlabPool {
             detail,
         };
         for cache in self.caches.iter() {
-            if let Some(heap) = cache.lock().as_ref() {
-                heap.check(&self.sh).map_err(corrupted)?;
-            }
+            cache.lock().check().map_err(corrupted)?;
         }
         self.sh.depot.lock().check().map_err(corrupted)
     }
@@ -247,49 +247,43 @@ impl SlabPool {
 impl Pool for SlabPool {
     #[inline]
     fn allocate(&self, req: &Request) -> Result<Block> {
-        let c = self.sh.classes.class_for(req)?;
-        let (at, mut g) = self.my_cache();
-        let heap = match g.as_mut() {
-            Some(h) => h,
-            None => self.new_cache(&mut g, at),
-        };
-        let (ptr, size, handle) = heap.alloc(c, req.size, &self.sh)?;
-        drop(g);
-        Ok(Block {
-            ptr: DevicePtr(ptr),
-            size,
-            requested: req.size,
-            stream: req.stream,
-            device: self.device,
-            handle,
-        })
+        // The fast path calls nothing: a plain request, this thread's cache free, a
+        // slab of the class with a free slot. Anything else goes the slow way.
+        if let Some(c) = self.sh.classes.class_fast(req) {
+            let home = crate::thread::index() % THREAD_CACHES;
+            if let Some(mut g) = self.caches[home].try_lock() {
+                if let Some((ptr, size, handle)) = g.alloc_fast(c, req.size) {
+                    drop(g);
+                    return Ok(self.block(req, ptr, size, handle));
+                }
+            }
+        }
+        self.allocate_slow(req)
     }
 
     #[inline]
     fn deallocate(&self, block: &Block) -> Result<()> {
-        self.release(block, true)
+        self.free_fast(block)
     }
 
     fn check(&self, block: &Block) -> Result<()> {
-        self.release(block, false)
+        self.release_slow(block, false)
     }
 
     fn stats(&self) -> Stats {
         let mut s = self.sh.counters.snapshot();
         for cache in self.caches.iter() {
-            if let Some(heap) = cache.lock().as_ref() {
-                let h = &heap.stats;
-                for (a, b) in [
-                    (&mut s.live_bytes, &h.live),
-                    (&mut s.allocated_bytes, &h.allocated),
-                    (&mut s.live_blocks, &h.blocks),
-                ] {
-                    a.current += b.current;
-                    a.peak += b.peak;
-                }
-                s.allocations += h.allocations;
-                s.frees += h.frees;
+            let h = cache.lock().stats;
+            for (a, b) in [
+                (&mut s.live_bytes, &h.live),
+                (&mut s.allocated_bytes, &h.allocated),
+                (&mut s.live_blocks, &h.blocks),
+            ] {
+                a.current += b.current;
+                a.peak += b.peak;
             }
+            s.allocations += h.allocations;
+            s.frees += h.frees;
         }
         s
     }
@@ -299,16 +293,13 @@ impl Pool for SlabPool {
         let mut bytes = 0;
         let mut first_err = None;
         for cache in self.caches.iter() {
-            let mut g = cache.lock();
-            if let Some(heap) = g.as_mut() {
-                let empty = heap.take_empty();
-                let mut depot = self.sh.depot.lock();
-                for slab in empty {
-                    match depot.release(slab, sh) {
-                        Ok(b) => bytes += b,
-                        Err(e) => {
-                            first_err.get_or_insert(e);
-                        }
+            let empty = cache.lock().take_empty();
+            let mut depot = self.sh.depot.lock();
+            for slab in empty {
+                match depot.release(slab, sh) {
+                    Ok(b) => bytes += b,
+                    Err(e) => {
+                        first_err.get_or_insert(e);
                     }
                 }
             }
@@ -346,9 +337,7 @@ impl Drop for SlabPool {
             }
         };
         for cache in self.caches.iter_mut() {
-            if let Some(heap) = cache.get_mut() {
-                heap.drain().for_each(&mut release);
-            }
+            cache.get_mut().drain().for_each(&mut release);
         }
         self.sh.depot.get_mut().drain().for_each(release);
     }

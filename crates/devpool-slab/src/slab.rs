@@ -16,9 +16,7 @@ pub(crate) struct Slab {
     pub region_bytes: usize,
     /// Address of slot 0 (the region's start, raised to the class alignment).
     pub start: u64,
-    /// Slab number in the table.
-    pub idx: u32,
-    /// Generation of the slab number.
+    /// Generation of the slab's place in its cache, set when a cache adopts it.
     pub gen: u16,
     /// Class index.
     pub class: u32,
@@ -42,14 +40,12 @@ impl Slab {
     pub fn new(
         region: DevicePtr,
         region_bytes: usize,
-        idx: u32,
-        gen: u16,
         class: usize,
         info: &ClassInfo,
     ) -> Option<Slab> {
         let start = devpool_core::align_up(region.0 as usize, info.align)? as u64;
         let usable = region_bytes.checked_sub((start - region.0) as usize)?;
-        let slots = (usable / info.size).min(1 << crate::table::SLOT_BITS);
+        let slots = (usable / info.size).min(1 << crate::handle::SLOT_BITS);
         if slots == 0 {
             return None;
         }
@@ -57,8 +53,7 @@ impl Slab {
             region,
             region_bytes,
             start,
-            idx,
-            gen,
+            gen: 0,
             class: class as u32,
             size: info.size,
             slots: slots as u32,

@@ -13,6 +13,8 @@ struct Number(Cell<usize>);
 impl Drop for Number {
     fn drop(&mut self) {
         let n = self.0.get();
+        // Later calls in this thread's exit take the slow path and get cache 0.
+        let _ = FAST.try_with(|f| f.set(usize::MAX));
         if n < 64 {
             TAKEN.fetch_and(!(1 << n), Ordering::AcqRel);
         }
@@ -20,6 +22,10 @@ impl Drop for Number {
 }
 
 thread_local! {
+    /// This thread's number once it has one: without a destructor, reading it is a
+    /// plain load of thread-local memory.
+    static FAST: Cell<usize> = const { Cell::new(usize::MAX) };
+    /// The same number, given back by its destructor when the thread exits.
     static NUMBER: Number = const { Number(Cell::new(usize::MAX)) };
 }
 
@@ -27,16 +33,24 @@ thread_local! {
 /// shared with another thread (which is correct, only slower).
 #[inline]
 pub(crate) fn index() -> usize {
+    let v = FAST.with(Cell::get);
+    if v != usize::MAX {
+        return v;
+    }
+    index_slow()
+}
+
+#[cold]
+fn index_slow() -> usize {
     NUMBER
         .try_with(|n| {
-            let v = n.0.get();
-            if v != usize::MAX {
-                v
-            } else {
-                let v = take();
+            let mut v = n.0.get();
+            if v == usize::MAX {
+                v = take();
                 n.0.set(v);
-                v
             }
+            FAST.with(|f| f.set(v));
+            v
         })
         // During thread exit, after the number was given back: any cache will do.
         .unwrap_or(0)
