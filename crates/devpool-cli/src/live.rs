@@ -7,12 +7,17 @@
 //! and allocates one of a random size in its place, so N blocks stay live. The
 //! figure is wall-clock nanoseconds per operation (a free or an allocation).
 //!
+//! With the hybrid among the strategies, a last row runs the hybrid through the C
+//! ABI (`devpool_malloc` / `devpool_free`), whose table from pointer to block is on
+//! the path of every call.
+//!
 //! The caller's own table of N blocks is part of every step, as it is in real
 //! programs, and it outgrows the caches as N grows. The first row, `caller only`,
 //! runs the same steps with an allocator that does no work: the workload's own share
 //! of each figure.
 
 use crate::bench::{result, BenchResult};
+use crate::cabi::CAbi;
 use crate::target::fresh_backend;
 use crate::BackendArgs;
 use devpool_core::{Allocator, Block, Rng};
@@ -106,17 +111,27 @@ pub fn run_all(
     }
     let skip = |s: &str| s == "arena" || crate::reference::REFERENCES.contains(&s);
     let first = (!counts.is_empty()).then(|| crate::reference::CALLER_ONLY.to_string());
+    let mut one = |s: &str, alloc: &dyn Allocator, n: usize| {
+        let r = live(alloc, n, STEPS, BUDGET);
+        let w = format!("live {n}");
+        let row = result(s, &w, 1, (r.ops, r.took, r.failures), &backend_args.backend);
+        if !json {
+            eprintln!("{s:>18} {w:<14} {:>10.1} ns", row.ns_per_op);
+        }
+        out.push(row);
+    };
     for s in first.iter().chain(names.iter().filter(|s| !skip(s))) {
         for &n in counts {
             let target = fresh_backend(backend_args)?;
-            let alloc = crate::reference::build(s, &target)?;
-            let r = live(&*alloc, n, STEPS, BUDGET);
-            let w = format!("live {n}");
-            let row = result(s, &w, 1, (r.ops, r.took, r.failures), &backend_args.backend);
-            if !json {
-                eprintln!("{s:>18} {w:<14} {:>10.1} ns", row.ns_per_op);
-            }
-            out.push(row);
+            one(s, &*crate::reference::build(s, &target)?, n);
+        }
+    }
+    if names.iter().any(|s| s == "hybrid") {
+        // The same workload through the C ABI, whose pointer table is on the path.
+        let target = fresh_backend(backend_args)?;
+        let c = CAbi::new(&backend_args.backend, backend_args.device, target.backend())?;
+        for &n in counts {
+            one(crate::cabi::NAME, &c, n);
         }
     }
     Ok(out)

@@ -2,6 +2,7 @@
 //! them, and show the device.
 
 mod bench;
+mod cabi;
 mod compare;
 mod fifo;
 mod info;

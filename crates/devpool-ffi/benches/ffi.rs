@@ -9,6 +9,11 @@
 //!   block with equal odds; time per step.
 //! - `pair-threads/ffi/N`: 64 KiB pairs from N threads at once, each on its own
 //!   stream; time per pair of all threads together.
+//! - `live/{ffi,rust}/N`: N blocks of 256 B to 64 KiB stay live while each step
+//!   frees a random one and allocates another in its place; time per operation (a
+//!   free or an allocation), N from 10^3 to 10^6: does a call cost more when many
+//!   blocks are live? Through the C ABI the table from pointer to block is on the
+//!   path.
 use criterion::{BenchmarkId, Criterion};
 use devpool_core::{Allocator, MockBackend, Request, Rng};
 use devpool_ffi::{devpool_configure, devpool_free, devpool_malloc, CudaStream, DEVPOOL_OK};
@@ -146,11 +151,110 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
+/// N live blocks, refilled in place: each step frees a random one and allocates
+/// another, through `ffi` (true) or from Rust.
+struct Live {
+    ffi: bool,
+    device: i32,
+    rust: Box<dyn Allocator>,
+    ptrs: Vec<(*mut c_void, usize)>,
+    blocks: Vec<devpool_core::Block>,
+    sizes: Vec<usize>,
+    rng: Rng,
+}
+
+impl Live {
+    fn new(ffi: bool, device: i32, n: usize) -> Self {
+        let mut rng = Rng::new(n as u64);
+        let sizes = (0..TABLE).map(|_| rng.log_uniform(256, 64 << 10)).collect();
+        let mut l = Live {
+            ffi,
+            device,
+            rust: devpool::build("hybrid", MockBackend::shared()).unwrap(),
+            ptrs: Vec::new(),
+            blocks: Vec::new(),
+            sizes,
+            rng,
+        };
+        for _ in 0..n {
+            let size = l.size();
+            if ffi {
+                l.ptrs.push((devpool_malloc(size, device, stream(0)), size));
+            } else {
+                l.blocks.push(l.rust.alloc(size).unwrap());
+            }
+        }
+        l
+    }
+
+    #[inline]
+    fn size(&mut self) -> usize {
+        self.sizes[self.rng.next_u64() as usize & (TABLE - 1)]
+    }
+
+    #[inline]
+    fn step(&mut self) {
+        let r = self.rng.next_u64();
+        let n = if self.ffi {
+            self.ptrs.len()
+        } else {
+            self.blocks.len()
+        };
+        let i = (((r >> 32) * n as u64) >> 32) as usize;
+        let size = self.sizes[r as usize & (TABLE - 1)];
+        if self.ffi {
+            let (p, s) = self.ptrs[i];
+            devpool_free(p, s, self.device, stream(0));
+            self.ptrs[i] = (devpool_malloc(size, self.device, stream(0)), size);
+        } else {
+            self.rust.free(self.blocks[i]).unwrap();
+            self.blocks[i] = self.rust.alloc(size).unwrap();
+        }
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        for (p, s) in self.ptrs.drain(..) {
+            devpool_free(p, s, self.device, stream(0));
+        }
+        for b in self.blocks.drain(..) {
+            self.rust.free(b).unwrap();
+        }
+    }
+}
+
+fn live(c: &mut Criterion) {
+    let mut g = c.benchmark_group("live");
+    g.sample_size(10);
+    for n in [1_000usize, 10_000, 100_000, 1_000_000] {
+        for ffi in [true, false] {
+            // A device of its own per run: the C ABI's allocators live as long as
+            // the process.
+            let device = 2 + n.ilog10() as i32;
+            let mut l = Live::new(ffi, device, n);
+            let name = if ffi { "ffi" } else { "rust" };
+            g.bench_function(BenchmarkId::new(name, n), |b| {
+                // Two operations per step: report per operation.
+                b.iter_custom(|iters| {
+                    let t0 = Instant::now();
+                    for _ in 0..iters.div_ceil(2) {
+                        l.step();
+                    }
+                    t0.elapsed()
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
 fn main() {
     let mut c = Criterion::default()
         .configure_from_args()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
     bench(&mut c);
+    live(&mut c);
     c.final_summary();
 }

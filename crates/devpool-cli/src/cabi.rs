@@ -1,0 +1,94 @@
+//! The C ABI as an [`Allocator`], so that `devpool bench` can time a workload through
+//! `devpool_malloc` / `devpool_free` (device lookup, panic guard, pointer table)
+//! exactly as C, PyTorch and CuPy call it.
+//!
+//! The C ABI keeps one allocator per device for the whole process, with the settings
+//! of its first use: this row always runs the hybrid, on the backend and device of
+//! the command line, and may run only once per process with other settings.
+
+use devpool_core::{Allocator, Backend, Block, DevicePtr, Error, Request, Result, Stats, StreamId};
+use devpool_ffi::{devpool_configure, devpool_free, devpool_malloc, DEVPOOL_OK};
+use std::ffi::{c_int, CString};
+use std::sync::Arc;
+
+/// The row's name.
+pub(crate) const NAME: &str = "hybrid (C ABI)";
+
+/// `devpool_malloc` and `devpool_free` of this process's C ABI, on one device.
+pub(crate) struct CAbi {
+    backend: Arc<dyn Backend>,
+    device: c_int,
+}
+
+impl CAbi {
+    /// Configure the C ABI for the hybrid on `backend` ("mock" or "cuda") and use
+    /// `device`; `target` only answers [`Allocator::backend`]. Fails when the C ABI
+    /// of this process already has other settings.
+    pub(crate) fn new(
+        backend: &str,
+        device: u32,
+        target: Arc<dyn Backend>,
+    ) -> std::result::Result<Self, String> {
+        let cfg = CString::new(format!("strategy=hybrid;backend={backend};log=off"))
+            .map_err(|e| e.to_string())?;
+        // SAFETY: `cfg` is a NUL-terminated string that lives across the call.
+        let rc = unsafe { devpool_configure(cfg.as_ptr()) };
+        if rc != DEVPOOL_OK {
+            return Err(format!(
+                "{NAME}: the C ABI refused its settings (error {rc}); it runs once per process"
+            ));
+        }
+        let device = c_int::try_from(device).map_err(|e| format!("{NAME}: device: {e}"))?;
+        Ok(CAbi {
+            backend: target,
+            device,
+        })
+    }
+}
+
+fn stream_ptr(s: StreamId) -> *mut std::ffi::c_void {
+    std::ptr::without_provenance_mut(s.0 as usize)
+}
+
+impl Allocator for CAbi {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    fn allocate(&self, req: Request) -> Result<Block> {
+        let p = devpool_malloc(req.size, self.device, stream_ptr(req.stream));
+        if p.is_null() {
+            return Err(Error::OutOfMemory(Box::default()));
+        }
+        Ok(Block {
+            ptr: DevicePtr(p.addr() as u64),
+            size: req.size,
+            requested: req.size,
+            stream: req.stream,
+            device: self.backend.device(),
+            handle: 0,
+        })
+    }
+
+    fn deallocate(&self, block: Block, stream: StreamId) -> Result<()> {
+        let p = std::ptr::without_provenance_mut(block.ptr.0 as usize);
+        devpool_free(p, block.requested, self.device, stream_ptr(stream));
+        Ok(())
+    }
+
+    fn record_stream(&self, _block: &Block, _stream: StreamId) -> Result<()> {
+        Ok(())
+    }
+
+    fn stats(&self) -> Stats {
+        Stats::default()
+    }
+
+    fn trim(&self) -> Result<usize> {
+        Ok(0)
+    }
+}
