@@ -40,6 +40,11 @@ impl Bits {
         if lo >= hi {
             return 0;
         }
+        if lo / 64 == (hi - 1) / 64 {
+            // Within one word: most blocks' pages.
+            let w = lo / 64;
+            return (self.words[w] & word_mask(w, lo, hi)).count_ones() as usize;
+        }
         (lo / 64..hi.div_ceil(64))
             .map(|w| (self.words[w] & word_mask(w, lo, hi)).count_ones() as usize)
             .sum()
@@ -48,6 +53,15 @@ impl Bits {
     /// Set (`on`) or clear `[lo, hi)`.
     #[inline]
     pub fn set(&mut self, lo: usize, hi: usize, on: bool) {
+        if hi == lo + 1 {
+            let (w, m) = (lo / 64, 1u64 << (lo % 64));
+            if on {
+                self.words[w] |= m;
+            } else {
+                self.words[w] &= !m;
+            }
+            return;
+        }
         if lo >= hi {
             return;
         }

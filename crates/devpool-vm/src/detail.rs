@@ -97,10 +97,11 @@ impl PageLayer {
         &self,
         live: impl IntoIterator<Item = (RangeId, u64, u64)>,
     ) -> std::result::Result<(), String> {
-        let mut uses: Vec<Vec<u32>> = self
+        // Per page: blocks touching it in part, and blocks covering it whole.
+        let mut uses: Vec<Vec<(u32, u32)>> = self
             .ranges
             .iter()
-            .map(|r| vec![0; r.as_ref().map_or(0, |r| r.pages())])
+            .map(|r| vec![(0, 0); r.as_ref().map_or(0, |r| r.pages())])
             .collect();
         for (r, lo, hi) in live {
             let rg = self
@@ -110,8 +111,13 @@ impl PageLayer {
                 return Err(format!("live block {lo:#x}..{hi:#x} outside its range"));
             }
             let (a, b) = rg.touched(self.shift, lo, hi);
-            for u in &mut uses[r.index()][a..b] {
-                *u += 1;
+            let (f0, f1) = rg.inside(self.shift, lo, hi);
+            for (p, u) in uses[r.index()][a..b].iter_mut().enumerate() {
+                if (f0..f1).contains(&(a + p)) {
+                    u.1 += 1;
+                } else {
+                    u.0 += 1;
+                }
             }
         }
         let (mut mapped, mut used, mut retiring, mut free) = (0u64, 0u64, 0u64, 0u64);
@@ -120,7 +126,7 @@ impl PageLayer {
             if rg.mapped.next(rg.top, rg.pages(), true) < rg.pages() {
                 return Err(format!("range {i}: a page above the top is mapped"));
             }
-            for (p, &want) in uses[i].iter().enumerate() {
+            for (p, &(want, whole)) in uses[i].iter().enumerate() {
                 let (m, u, h, t) = (
                     rg.mapped.get(p),
                     rg.used.get(p),
@@ -129,11 +135,17 @@ impl PageLayer {
                 );
                 if rg.uses[p] != want {
                     return Err(format!(
-                        "range {i} page {p}: {} uses counted, {want} live blocks touch it",
+                        "range {i} page {p}: {} uses counted, {want} live blocks touch it in part",
                         rg.uses[p]
                     ));
                 }
-                if u != (rg.uses[p] > 0) {
+                if whole > 1 || (whole == 1 && want > 0) {
+                    return Err(format!(
+                        "range {i} page {p}: a block covers it whole and {} others touch it",
+                        whole + want - 1
+                    ));
+                }
+                if u != (want > 0 || whole > 0) {
                     return Err(format!("range {i} page {p}: used bit wrong"));
                 }
                 if u && !m {
@@ -152,14 +164,7 @@ impl PageLayer {
                 }
                 if h {
                     let (c, e) = rg.chunk_of(p);
-                    let cu = rg.used.count(c, e) as u32;
-                    if rg.chunk_used[c] != cu {
-                        return Err(format!(
-                            "range {i} chunk at page {c}: {} used pages counted, {cu} used",
-                            rg.chunk_used[c]
-                        ));
-                    }
-                    if cu == 0 && !t {
+                    if rg.used.count(c, e) == 0 && !t {
                         free += (e - c) as u64;
                     }
                     if rg.retiring.count(c, e) % (e - c) != 0 {

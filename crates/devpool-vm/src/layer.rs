@@ -275,7 +275,7 @@ impl PageLayer {
     pub fn acquire(&mut self, r: RangeId, (lo, hi): (u64, u64), room: (u64, u64)) -> Result<()> {
         let rg = self.checked(r, lo, hi)?;
         let pages = Footprint::of(rg, self.shift, lo, hi);
-        if rg.retiring.count(pages.p0, pages.p1) > 0 {
+        if self.n.retiring > 0 && rg.retiring.count(pages.p0, pages.p1) > 0 {
             self.rescue(r, pages.p0, pages.p1);
         }
         let missing = self.add_uses(r, pages);

@@ -98,9 +98,7 @@ impl PageLayer {
         for &len in &sizes {
             let b = a + (len >> shift);
             rg.head.set(a, a + 1, true);
-            let used = rg.used.count(a, b) as u32;
-            rg.chunk_used[a] = used;
-            if used == 0 {
+            if rg.used.count(a, b) == 0 {
                 self.n.free += (b - a) as u64;
             }
             a = b;

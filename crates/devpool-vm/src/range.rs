@@ -1,14 +1,13 @@
 //! [`Range`]: one reserved address range and the state of each of its pages.
 //!
-//! Per page: how many live blocks touch it (blocks are packed, so neighbours share
-//! the pages at their ends, and blocks smaller than a page share it with others),
-//! whether it is mapped, whether it starts a physical chunk, and whether it is
+//! Per page: whether a live block touches it (blocks are packed, so neighbours
+//! share the pages at their ends, and blocks smaller than a page share it with
+//! others; those shared pages count their blocks), whether it is mapped, whether it starts a physical chunk, and whether it is
 //! retiring (chosen for unmapping and waiting for the streams that used it).
 //!
 //! A chunk is one physical allocation: it starts at a page whose `head` bit is set
 //! and runs up to the next head or the first unmapped page. It is mapped and
-//! unmapped only whole, so each chunk counts its used pages: a chunk with none is
-//! free to go.
+//! unmapped only whole: a chunk with no used page is free to go.
 
 use crate::bits::Bits;
 
@@ -19,7 +18,8 @@ pub(crate) struct Range {
     pub base: u64,
     /// Bytes of address space.
     pub size: u64,
-    /// Live blocks touching each page.
+    /// Live blocks touching each page without covering it whole (a page a block
+    /// covers whole is used by that block alone and counts nothing here).
     pub uses: Vec<u32>,
     /// Pages mapped (retiring ones included).
     pub mapped: Bits,
@@ -27,8 +27,6 @@ pub(crate) struct Range {
     pub used: Bits,
     /// First pages of chunks.
     pub head: Bits,
-    /// Used pages of each chunk, at the chunk's first page.
-    pub chunk_used: Vec<u32>,
     /// Chunks never cross a multiple of this many pages.
     pub grid: usize,
     /// No page at or above this one is mapped.
@@ -48,7 +46,6 @@ impl Range {
             mapped: Bits::new(pages),
             used: Bits::new(pages),
             head: Bits::new(pages),
-            chunk_used: vec![0; pages],
             grid: grid.max(1),
             top: 0,
             retiring: Bits::new(pages),
@@ -87,6 +84,10 @@ impl Range {
     /// grid.
     #[inline]
     pub fn chunk_of(&self, p: usize) -> (usize, usize) {
+        if self.grid == 1 {
+            // Chunks of one page each.
+            return (p, p + 1);
+        }
         let cell = p - p % self.grid;
         let cell_end = (cell + self.grid).min(self.pages());
         let start = self.head.prev(cell, p + 1, true).unwrap_or(p);

@@ -88,7 +88,7 @@ impl PageLayer {
             let mut top = rg.top;
             while let Some(q) = rg.mapped.prev_only(&rg.used, &rg.retiring, 0, top) {
                 let (c, e) = rg.chunk_of(q);
-                if rg.chunk_used[c] == 0 {
+                if rg.used.count(c, e) == 0 {
                     picked.push((RangeId(i as u32), c, e));
                     got += (e - c) as u64;
                     if got >= want {
