@@ -46,7 +46,8 @@ def main():
     ap.add_argument("--workloads", default="gpt2-train,llama-generate,vit-train")
     ap.add_argument("--allocators", default="default,expandable,devpool")
     ap.add_argument("--ddp", action="store_true", help="also GPT-2 over two GPUs with torchrun")
-    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--steps", default=None,
+                    help="steps for every workload (N), or per workload (gpt2-train=10,llama-generate=4)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     script = os.path.join(HERE, "torch_workloads.py")
@@ -54,9 +55,15 @@ def main():
     jobs = [(w, a, False) for w in args.workloads.split(",") for a in args.allocators.split(",")]
     if args.ddp:
         jobs += [("gpt2-train", a, True) for a in args.allocators.split(",")]
+    per = {}
+    if args.steps:
+        for item in args.steps.split(","):
+            k, _, v = item.rpartition("=")
+            per[k or "*"] = int(v)
     for w, a, ddp in jobs:
         tag = f"{w}{'-ddp' if ddp else ''}.{a}"
-        steps = ["--steps", str(args.steps)] if args.steps else []
+        n = per.get(w, per.get("*"))
+        steps = ["--steps", str(n)] if n else []
         if ddp:
             cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                    script, w, "--allocator", a, *steps]
