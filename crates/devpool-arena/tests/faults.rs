@@ -86,6 +86,7 @@ fn random_faults_across_frames() {
             .keep_chunks(2),
     );
     let mut rng = Rng::new(11);
+    let mut refused = 0u64;
     for frame in 0..30u32 {
         mock.fail_nth(FaultOn::Region, 1 + rng.below(4));
         let mut live: Vec<(Block, u8)> = Vec::new();
@@ -97,7 +98,10 @@ fn random_faults_across_frames() {
                         .unwrap();
                     live.push((b, tag));
                 }
-                Err(e) => assert!(e.is_oom() || matches!(e, Error::Backend(_)), "{e}"),
+                Err(e) => {
+                    assert!(e.is_oom() || matches!(e, Error::Backend(_)), "{e}");
+                    refused += 1;
+                }
             }
         }
         let blocks: Vec<Block> = live.iter().map(|(b, _)| *b).collect();
@@ -108,6 +112,14 @@ fn random_faults_across_frames() {
         }
         a.reset().unwrap();
     }
+    // Every frame armed a fault; the case means something only if they fired and
+    // reached the caller.
+    let injected = mock.injected_faults();
+    assert!(injected > 0, "no fault fired");
+    assert!(
+        refused > 0,
+        "{injected} faults fired, none refused an allocation"
+    );
     mock.clear_faults();
     a.trim().unwrap();
     assert_eq!(mock.counters().bytes_in_use.current, 0);

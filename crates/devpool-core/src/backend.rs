@@ -36,6 +36,14 @@ pub trait Backend: Send + Sync {
     /// Bytes free and in total on the device.
     fn mem_info(&self) -> BackendResult<(u64, u64)>;
 
+    /// Device bytes a region of `size` bytes really takes, as the driver rounds it
+    /// (see [`driver_region_bytes`]): what [`counters`](Backend::counters) count for
+    /// it, and what an allocator that takes regions counts as reserved. `None` when
+    /// the rounding overflows.
+    fn region_bytes(&self, size: usize) -> Option<usize> {
+        driver_region_bytes(size, self.granularity())
+    }
+
     /// Allocate a contiguous region of `size` bytes (aligned to at least 256 bytes).
     fn alloc_region(&self, size: usize) -> BackendResult<DevicePtr>;
     /// Free a region returned by [`alloc_region`](Backend::alloc_region) (same size).
@@ -165,6 +173,35 @@ pub trait Backend: Send + Sync {
     /// (what PyTorch's `reset_peak_memory_stats` asks of an allocator). Backends that
     /// keep no peak do nothing.
     fn reset_peak_bytes(&self) {}
+}
+
+/// Regions smaller than half a page are counted in units of this many bytes: the
+/// driver packs them into pages it shares between small allocations.
+pub const SMALL_REGION_ROUNDING: usize = 512;
+
+/// Device bytes the CUDA driver takes for a `cuMemAlloc` region of `size` bytes on a
+/// device whose page size is `granularity`: a region of half a page or more gets
+/// whole pages of its own (a 2 MiB + 1 B region takes 4 MiB of an H200's memory, as
+/// `cuMemGetInfo` shows); a smaller one is packed with others into shared pages and
+/// counted in [`SMALL_REGION_ROUNDING`] units. The mock backend takes the same, so the
+/// `cudaMalloc` baseline (`direct`) is measured fairly on both; the GPU test
+/// `region_bytes_match_cumemgetinfo` checks this rule against the driver. `None` when
+/// the rounding overflows.
+///
+/// ```
+/// use devpool_core::driver_region_bytes;
+/// let page = 2 << 20;
+/// assert_eq!(driver_region_bytes(1000, page), Some(1024));
+/// assert_eq!(driver_region_bytes(1 << 20, page), Some(page));
+/// assert_eq!(driver_region_bytes(page + 1, page), Some(2 * page));
+/// assert_eq!(driver_region_bytes(usize::MAX, page), None);
+/// ```
+pub fn driver_region_bytes(size: usize, granularity: usize) -> Option<usize> {
+    if size >= granularity / 2 {
+        crate::align_up(size, granularity)
+    } else {
+        crate::align_up(size, SMALL_REGION_ROUNDING)
+    }
 }
 
 /// Anything that can be turned into a shared `dyn Backend`: an `Arc` of a concrete

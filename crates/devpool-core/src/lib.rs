@@ -39,7 +39,10 @@ mod types;
 pub mod testing;
 
 pub use allocator::{Allocator, Pool};
-pub use backend::{Backend, BackendCounterCell, BackendCounters, BackendResult, IntoBackend};
+pub use backend::{
+    driver_region_bytes, Backend, BackendCounterCell, BackendCounters, BackendResult, IntoBackend,
+    SMALL_REGION_ROUNDING,
+};
 pub use buffer::{DeviceBuffer, DeviceCopy};
 pub use devices::Devices;
 pub use direct::{direct, DirectPool};

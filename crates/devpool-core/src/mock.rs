@@ -55,9 +55,6 @@ pub struct MockConfig {
     pub capacity: u64,
     /// Page size of virtual mappings and alignment of regions (default 2 MiB).
     pub granularity: usize,
-    /// Regions are counted rounded up to this many bytes (default 256, the alignment
-    /// `cudaMalloc` promises).
-    pub region_rounding: usize,
     /// Whether virtual ranges and mapping are offered (default true).
     pub virtual_memory: bool,
     /// When events complete.
@@ -72,7 +69,6 @@ impl Default for MockConfig {
             device: DeviceId(0),
             capacity: 141 * GIB,
             granularity: 2 << 20,
-            region_rounding: 256,
             virtual_memory: true,
             events: EventPolicy::Immediate,
             host_backed: false,
@@ -172,6 +168,8 @@ struct State {
     next_event: u64,
     fault: Option<Fault>,
     fail_all: bool,
+    /// Faults injected so far (calls failed by `fail_nth` or `fail_all`).
+    injected: u64,
     peers: Vec<DeviceId>,
 }
 
@@ -183,6 +181,9 @@ struct State {
 /// let p = mock.alloc_region(4096).unwrap();
 /// assert!(p.is_aligned(256));
 /// assert_eq!(mock.counters().bytes_in_use.current, 4096);
+/// let q = mock.alloc_region(3 << 20).unwrap(); // as the driver does: whole 2 MiB pages
+/// assert_eq!(mock.counters().bytes_in_use.current, 4096 + (4 << 20));
+/// mock.free_region(q, 3 << 20).unwrap();
 /// mock.free_region(p, 4096).unwrap();
 /// assert!(mock.alloc_region(2 << 30).is_err()); // larger than the capacity
 /// ```
@@ -203,7 +204,6 @@ impl MockBackend {
     /// A mock with these settings.
     pub fn new(cfg: MockConfig) -> Self {
         assert!(cfg.granularity.is_power_of_two() && cfg.granularity >= 4096);
-        assert!(cfg.region_rounding.is_power_of_two());
         // Each device gets its own window of addresses.
         let base = 0x7f00_0000_0000u64 + (cfg.device.0 as u64) * VA_WINDOW;
         let state = State {
@@ -223,6 +223,7 @@ impl MockBackend {
             next_event: 1,
             fault: None,
             fail_all: false,
+            injected: 0,
             peers: Vec::new(),
         };
         MockBackend {
@@ -298,6 +299,13 @@ impl MockBackend {
         }
     }
 
+    /// Calls failed so far by an injected fault ([`fail_nth`](Self::fail_nth),
+    /// [`fail_all`](Self::fail_all)): a fault-injection test asserts that its faults
+    /// fired.
+    pub fn injected_faults(&self) -> u64 {
+        self.state.lock().injected
+    }
+
     /// Events that exist now (created and not destroyed).
     pub fn live_events(&self) -> usize {
         self.state.lock().events.len()
@@ -320,6 +328,7 @@ impl MockBackend {
 
     fn check_fault(&self, s: &mut State, kind: FaultOn, call: &'static str) -> BackendResult<()> {
         if s.fail_all {
+            s.injected += 1;
             return Err(self.fail(BackendError::Injected { call }));
         }
         if let Some(f) = &mut s.fault {
@@ -327,6 +336,7 @@ impl MockBackend {
                 f.remaining -= 1;
                 if f.remaining == 0 {
                     s.fault = None;
+                    s.injected += 1;
                     return Err(self.fail(BackendError::Injected { call }));
                 }
             }
@@ -572,7 +582,9 @@ impl Backend for MockBackend {
         if size == 0 {
             return Err(self.invalid("alloc_region", "size 0".into()));
         }
-        let counted = crate::align_up(size, self.cfg.region_rounding)
+        // Counted as the driver takes it: whole pages for a large region.
+        let counted = self
+            .region_bytes(size)
             .ok_or_else(|| self.va_exhausted(size))? as u64;
         self.take_bytes(&mut s, counted, size)?;
         let va = match self.take_va(&mut s, size, self.cfg.granularity) {
@@ -983,6 +995,11 @@ mod tests {
         assert!(m.free_region(b, 1 << 20).is_err());
         assert_eq!(m.counters().bytes_in_use.current, 0);
         assert_eq!(m.counters().failures, 3);
+        assert_eq!(
+            m.injected_faults(),
+            1,
+            "the out-of-memory failures were not injected"
+        );
     }
 }
 

@@ -14,9 +14,11 @@ type Hybrid = devpool_core::StreamOrdered<HybridPool>;
 /// The two backends and one hybrid per device.
 type TwoDevices = (Vec<Arc<CudaBackend>>, Arc<Devices<Hybrid>>);
 
+/// The two devices, or `None` (saying the test is skipped) on a machine with fewer.
 fn two_devices() -> Option<TwoDevices> {
-    if devpool_cuda::device_count().unwrap_or(0) < 2 {
-        println!("fewer than two devices: nothing to check");
+    let n = devpool_cuda::device_count().unwrap_or(0);
+    if n < 2 {
+        eprintln!("skipped: needs two CUDA devices, this machine has {n}");
         return None;
     }
     let gpus: Vec<Arc<CudaBackend>> = (0..2)
@@ -132,7 +134,15 @@ fn pairs_per_second_16_threads_over_two_devices() {
         return;
     };
     let threads = 16;
-    let barrier = Arc::new(Barrier::new(threads));
+    let before: Vec<(u64, u64)> = (0..2u32)
+        .map(|d| {
+            let s = devs.get(DeviceId(d)).unwrap().stats();
+            (s.allocations, s.frees)
+        })
+        .collect();
+    // The clock starts before the workers are released and stops after the last one
+    // ends: pairs per second of the whole run, not a sum of per-thread rates.
+    let barrier = Arc::new(Barrier::new(threads + 1));
     let handles: Vec<_> = (0..threads)
         .map(|t| {
             let devs = devs.clone();
@@ -149,25 +159,47 @@ fn pairs_per_second_16_threads_over_two_devices() {
                 }
                 barrier.wait();
                 let start = Instant::now();
-                let mut n = 0u64;
+                let mut n = 1000u64;
                 while start.elapsed() < Duration::from_secs(1) {
                     for _ in 0..256 {
                         let b = alloc.allocate(req).unwrap();
+                        assert_eq!(b.device, DeviceId(d), "a block from the wrong device");
+                        assert_eq!(b.stream, s, "a block of another stream");
                         alloc.free(b).unwrap();
                     }
                     n += 256;
                 }
-                (n, start.elapsed())
+                (d, n)
             })
         })
         .collect();
-    let mut total = 0.0;
+    barrier.wait();
+    let start = Instant::now();
+    let mut per_device = [0u64; 2];
     for h in handles {
-        let (n, t) = h.join().unwrap();
-        total += n as f64 / t.as_secs_f64();
+        let (d, n) = h.join().expect("worker");
+        per_device[d as usize] += n;
     }
+    let took = start.elapsed();
+    let pairs: u64 = per_device.iter().sum::<u64>() - 16 * 1000;
+    for d in 0..2u32 {
+        let s = devs.get(DeviceId(d)).unwrap().stats();
+        // The allocators' own counts match the pairs the threads made.
+        assert_eq!(
+            (
+                s.allocations - before[d as usize].0,
+                s.frees - before[d as usize].1
+            ),
+            (per_device[d as usize], per_device[d as usize]),
+            "device {d}"
+        );
+        assert_eq!(s.live_blocks.current, 0, "device {d}");
+    }
+    assert!(pairs > 0);
     println!(
-        "16 threads over 2 devices, 64 KiB pairs, own stream each: {:.1} M pairs/s in total",
-        total / 1e6
+        "16 threads over 2 devices, 64 KiB pairs, own stream each: {:.1} M pairs/s in total \
+         ({pairs} pairs in {:.3} s)",
+        pairs as f64 / took.as_secs_f64() / 1e6,
+        took.as_secs_f64()
     );
 }

@@ -154,6 +154,7 @@ fn allocator_survives_faults_with_exact_stats() {
             alloc.free(live.swap_remove(0)).unwrap();
         }
     }
+    assert!(mock.injected_faults() > 0, "no fault fired");
     for b in live {
         alloc.free(b).unwrap();
     }

@@ -1,6 +1,7 @@
 //! Stream order through the allocator on a mock whose events complete only when the
 //! test says so: a block freed on another stream, or used on another stream, comes
 //! back to its pool only after that stream's work is done, and is then reused.
+use devpool_core::testing::assert_apart;
 use devpool_core::{Allocator, MockBackend, MockConfig, Request, StreamId};
 use devpool_tlsf::{tlsf, TlsfConfig};
 
@@ -18,7 +19,15 @@ fn cross_stream_free_waits_for_the_event_then_is_reused() {
     let b = alloc
         .allocate(Request::new(64 << 20).on_stream(s1))
         .unwrap();
-    assert_ne!(b.ptr, a.ptr, "reused before stream 2's work completed");
+    assert_apart(&b, &a, "reused before stream 2's work completed");
+    // A smaller request would fit inside the pending block at any offset.
+    let small = alloc.allocate(Request::new(1 << 20).on_stream(s1)).unwrap();
+    assert_apart(
+        &small,
+        &a,
+        "part of it reused before stream 2's work completed",
+    );
+    alloc.free(small).unwrap();
     mock.complete_stream(s2);
     let c = alloc
         .allocate(Request::new(64 << 20).on_stream(s1))
@@ -47,12 +56,19 @@ fn record_stream_holds_the_block_until_that_stream_is_done() {
     let b = alloc
         .allocate(Request::new(32 << 20).on_stream(s1))
         .unwrap();
-    assert_ne!(b.ptr, a.ptr);
+    assert_apart(&b, &a, "reused before stream 3's work completed");
+    let small = alloc.allocate(Request::new(4096).on_stream(s1)).unwrap();
+    assert_apart(
+        &small,
+        &a,
+        "part of it reused before stream 3's work completed",
+    );
+    alloc.free(small).unwrap();
     // Another stream has its own pool: it never sees stream 1's memory.
     let other = alloc
         .allocate(Request::new(32 << 20).on_stream(s3))
         .unwrap();
-    assert_ne!(other.ptr, a.ptr);
+    assert_apart(&other, &a, "reused by another stream");
     mock.complete_all();
     let c = alloc
         .allocate(Request::new(32 << 20).on_stream(s1))

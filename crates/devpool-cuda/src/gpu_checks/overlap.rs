@@ -14,8 +14,9 @@ use devpool_core::{Allocator, Backend, Block, Error, Request, Result, StreamId, 
 ///    as large as requested, and end before the next one starts;
 /// 2. each block is filled (all of its granted bytes) with `cuMemsetD8Async` on its
 ///    own stream, with a byte that differs from its neighbours' in address order;
-/// 3. each block is read back on its stream and every byte compared. Any overlap of
-///    the memory behind two blocks leaves one of them holding the other's byte.
+/// 3. every stream that holds a block is synchronized, so that all fills have landed;
+/// 4. each block is read back and every byte compared. Any overlap of the memory
+///    behind two blocks leaves one of them holding the other's byte.
 #[derive(Clone, Debug)]
 pub struct OverlapCheck {
     /// Blocks to allocate in all.
@@ -223,6 +224,16 @@ fn verify(backend: &dyn Backend, live: &[Block], report: &mut OverlapReport) -> 
     }
     for (rank, b) in order.iter().enumerate() {
         backend.memset(b.ptr, pattern(rank), b.size, b.stream)?;
+    }
+    // Every fill must have landed before any block is read back: a block's own
+    // stream orders its own fill before its read, but a fill of an overlapping block
+    // on another stream could still be queued and land after the read, hiding the
+    // overlap. So every stream involved is synchronized first.
+    let mut streams: Vec<StreamId> = order.iter().map(|b| b.stream).collect();
+    streams.sort_unstable_by_key(|s| s.0);
+    streams.dedup();
+    for s in streams {
+        backend.synchronize(s)?;
     }
     let mut buf = Vec::new();
     for (rank, b) in order.iter().enumerate() {

@@ -1,0 +1,186 @@
+//! The conformance suite every allocator crate runs from its own tests, and a
+//! proptest model test of random operation sequences.
+//!
+//! Use [`conformance_tests!`](crate::conformance_tests) in a test file:
+//!
+//! ```ignore
+//! devpool_core::conformance_tests!(|mock: std::sync::Arc<devpool_core::MockBackend>| {
+//!     devpool_core::direct(mock)
+//! });
+//! // An allocator that serves blocks of at most 1 MiB runs every case with sizes
+//! // up to that:
+//! devpool_core::conformance_tests!(|mock| devpool_slab::fixed(mock, 1 << 20), max_size = 1 << 20);
+//! ```
+//!
+//! Each case builds its own mock backend (sometimes host-backed, sometimes with
+//! manual events) and hands it to the constructor. Each takes the largest request
+//! the allocator is meant to serve (`usize::MAX` for no limit) and keeps its sizes
+//! within it, so an allocator with a size limit runs every case, not a subset.
+
+use crate::{Allocator, Backend, Block, MockBackend};
+use std::sync::Arc;
+
+mod cases;
+mod model;
+
+pub use crate::rng::Rng;
+pub use cases::*;
+pub use model::model_test;
+
+/// A constructor of the allocator under test.
+pub type Make<'a> = &'a (dyn Fn(Arc<MockBackend>) -> Box<dyn Allocator> + Sync);
+
+/// Whether two blocks share a byte (by granted size, at least one byte each).
+///
+/// ```
+/// use devpool_core::{testing::overlaps, Block, DeviceId, DevicePtr, StreamId};
+/// let at = |ptr: u64, size: usize| Block {
+///     ptr: DevicePtr(ptr), size, requested: size, stream: StreamId::DEFAULT,
+///     device: DeviceId(0), handle: 0,
+/// };
+/// assert!(overlaps(&at(0x1000, 0x200), &at(0x1100, 0x100)));
+/// assert!(overlaps(&at(0x1100, 0x100), &at(0x1000, 0x200)), "starts higher, inside");
+/// assert!(!overlaps(&at(0x1000, 0x100), &at(0x1100, 0x100)), "neighbours");
+/// ```
+pub fn overlaps(a: &Block, b: &Block) -> bool {
+    let end = |x: &Block| x.ptr.0.saturating_add(x.size.max(1) as u64);
+    a.ptr.0 < end(b) && b.ptr.0 < end(a)
+}
+
+/// Panic unless `got` shares no byte with `pending`, a block whose free has not
+/// completed yet; `what` says why it must not.
+pub fn assert_apart(got: &Block, pending: &Block, what: &str) {
+    assert!(
+        !overlaps(got, pending),
+        "{what}: {got:?} overlaps the pending {pending:?}"
+    );
+}
+
+/// Panic unless no two blocks overlap (by granted size) and each is 256-byte aligned
+/// and at least as large as requested.
+pub fn check_blocks(blocks: &[Block]) {
+    let mut v: Vec<&Block> = blocks.iter().collect();
+    v.sort_by_key(|b| b.ptr);
+    for b in &v {
+        assert!(
+            b.ptr.is_aligned(crate::MIN_ALIGN),
+            "{:?} is not 256-byte aligned",
+            b.ptr
+        );
+        assert!(
+            b.size >= b.requested.max(1),
+            "{b:?} is smaller than requested"
+        );
+        assert!(!b.ptr.is_null(), "null block {b:?}");
+    }
+    for w in v.windows(2) {
+        assert!(
+            w[0].ptr.0 + w[0].size as u64 <= w[1].ptr.0,
+            "blocks overlap: {:?} and {:?}",
+            w[0],
+            w[1]
+        );
+    }
+}
+
+/// After everything is freed and trimmed, nothing is held from the backend.
+pub fn assert_empty(a: &dyn Allocator, mock: &MockBackend) {
+    a.trim().expect("trim");
+    let s = a.stats();
+    assert_eq!(
+        s.live_bytes.current, 0,
+        "live bytes after freeing all: {s:?}"
+    );
+    assert_eq!(
+        s.live_blocks.current, 0,
+        "live blocks after freeing all: {s:?}"
+    );
+    assert_eq!(
+        s.reserved_bytes.current, 0,
+        "reserved bytes after trim: {s:?}"
+    );
+    assert_eq!(
+        mock.counters().bytes_in_use.current,
+        0,
+        "backend still holds memory after trim"
+    );
+}
+
+/// Generate one `#[test]` per conformance case for the allocator built by `$make`, a
+/// closure `|mock: Arc<MockBackend>| -> impl Allocator`. With `max_size = N`, every
+/// case keeps its requests at or below `N` bytes (for allocators with a size limit).
+#[macro_export]
+macro_rules! conformance_tests {
+    ($make:expr) => {
+        $crate::conformance_tests!($make, max_size = usize::MAX);
+    };
+    ($make:expr, max_size = $max:expr) => {
+        mod conformance {
+            #[allow(unused_imports)]
+            use super::*;
+            fn make(
+                mock: ::std::sync::Arc<$crate::MockBackend>,
+            ) -> ::std::boxed::Box<dyn $crate::Allocator> {
+                let f = $make;
+                ::std::boxed::Box::new(f(mock))
+            }
+            const MAX: usize = $max;
+            #[test]
+            fn zero_size() {
+                $crate::testing::zero_size(&make, MAX)
+            }
+            #[test]
+            fn sizes_aligned_distinct() {
+                $crate::testing::sizes_aligned_distinct(&make, MAX)
+            }
+            #[test]
+            fn alignment() {
+                $crate::testing::alignment(&make, MAX)
+            }
+            #[test]
+            fn huge_requests() {
+                $crate::testing::huge_requests(&make, MAX)
+            }
+            #[test]
+            fn out_of_memory() {
+                $crate::testing::out_of_memory(&make, MAX)
+            }
+            #[test]
+            fn random_sizes() {
+                $crate::testing::random_sizes(&make, MAX)
+            }
+            #[test]
+            fn mixed_steps() {
+                $crate::testing::mixed_steps(&make, MAX)
+            }
+            #[test]
+            fn four_threads() {
+                $crate::testing::four_threads(&make, MAX)
+            }
+            #[test]
+            fn cross_thread_free() {
+                $crate::testing::cross_thread_free(&make, MAX)
+            }
+            #[test]
+            fn bad_frees() {
+                $crate::testing::bad_frees(&make, MAX)
+            }
+            #[test]
+            fn data_integrity() {
+                $crate::testing::data_integrity(&make, MAX)
+            }
+            #[test]
+            fn stream_order() {
+                $crate::testing::stream_order(&make, MAX)
+            }
+            #[test]
+            fn backend_faults() {
+                $crate::testing::backend_faults(&make, MAX)
+            }
+            #[test]
+            fn model() {
+                $crate::testing::model_test(&make, MAX, 64)
+            }
+        }
+    };
+}
