@@ -319,11 +319,13 @@ fn each_stream_has_its_own_arena() {
 fn too_many_chunks_is_an_error() {
     let mock = MockBackend::shared();
     let a = arena(mock.clone(), small().growth(1).max_chunks(2));
-    a.alloc(MIB).unwrap();
-    a.alloc(MIB).unwrap();
-    assert!(matches!(a.alloc(MIB), Err(Error::Limit(_))));
+    // Blocks as large as a chunk (the driver's whole pages), so each takes its own.
+    let chunk = mock.region_bytes(MIB).unwrap();
+    a.alloc(chunk).unwrap();
+    a.alloc(chunk).unwrap();
+    assert!(matches!(a.alloc(chunk), Err(Error::Limit(_))));
     a.reset().unwrap();
-    a.alloc(MIB).unwrap();
+    a.alloc(chunk).unwrap();
 }
 
 #[test]

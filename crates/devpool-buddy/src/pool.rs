@@ -102,6 +102,11 @@ impl BuddyPool {
     /// Address space a live block of `order` keeps from others, at least: the whole
     /// block unless its tail is trimmed.
     #[inline]
+    /// Device bytes a region arena of `size` bytes holds, as the driver rounds it.
+    fn held(&self, size: usize) -> usize {
+        self.backend.region_bytes(size).unwrap_or(size)
+    }
+
     fn span(&self, order: u32) -> u64 {
         if self.r.rounding.trims() {
             0
@@ -166,7 +171,7 @@ impl BuddyPool {
                 }
                 Err(e) => return Err(e.into()),
             };
-            self.counters.on_reserve(1 << base.1);
+            self.counters.on_reserve(self.held(1 << base.1));
             (base.0, base.1, None)
         };
         let idx = g.add_arena(Arena {
@@ -230,8 +235,8 @@ impl BuddyPool {
                     .unreserve(base, size)
                     .map(|_| self.counters.on_backend_call()),
                 None => self.backend.free_region(base, size).map(|_| {
-                    self.counters.on_release(size);
-                    released += size;
+                    self.counters.on_release(self.held(size));
+                    released += self.held(size);
                 }),
             };
             match res {
@@ -268,7 +273,11 @@ impl BuddyPool {
         let held: u64 = if self.r.virt {
             (g.pages.mapped * self.page) as u64
         } else {
-            g.arenas.iter().flatten().map(Arena::size).sum()
+            g.arenas
+                .iter()
+                .flatten()
+                .map(|a| self.held(a.size() as usize) as u64)
+                .sum()
         };
         if s.reserved_bytes.current != held {
             return Err(format!(

@@ -40,8 +40,9 @@ impl DirectPool {
 /// ```
 /// use devpool_core::{direct, Allocator, MockBackend};
 /// let a = direct(MockBackend::shared());
-/// let b = a.alloc(1 << 20).unwrap();
-/// assert_eq!(a.stats().reserved_bytes.current, 1 << 20);
+/// let b = a.alloc(3 << 20).unwrap();
+/// // What the driver takes: whole 2 MiB pages.
+/// assert_eq!(a.stats().reserved_bytes.current, 4 << 20);
 /// a.free(b).unwrap();
 /// assert_eq!(a.stats().reserved_bytes.current, 0);
 /// ```
@@ -62,12 +63,17 @@ impl Pool for DirectPool {
             max: isize::MAX as usize,
         };
         let size = align_up(req.effective_size(), MIN_ALIGN).ok_or(too_large.clone())?;
-        let region = size.checked_add(align - MIN_ALIGN).ok_or(too_large)?;
+        let region = size
+            .checked_add(align - MIN_ALIGN)
+            .ok_or(too_large.clone())?;
+        let held = self.backend.region_bytes(region).ok_or(too_large)?;
         let base = self.backend.alloc_region(region)?;
         let ptr = DevicePtr(
             align_up(base.0 as usize, align).expect("region fits the address space") as u64,
         );
-        self.counters.on_reserve(region);
+        // Reserved: what the driver takes for the region (whole pages for a large
+        // one), the same figure the backend counts.
+        self.counters.on_reserve(held);
         self.counters.on_alloc(req.size, size);
         self.live
             .lock()
@@ -88,7 +94,8 @@ impl Pool for DirectPool {
             Some(&(base, region, size, requested)) if size == block.size => {
                 self.backend.free_region(DevicePtr(base), region)?;
                 live.remove(&block.ptr.0);
-                self.counters.on_release(region);
+                self.counters
+                    .on_release(self.backend.region_bytes(region).unwrap_or(region));
                 // The recorded size, not the caller's copy: a forged block cannot skew stats.
                 self.counters.on_free(requested, size);
                 Ok(())

@@ -23,7 +23,8 @@ pub(crate) struct Region {
     /// What `cuMemAlloc` returned (the handed-out pointer, or below it when the
     /// region had to be over-allocated to be page aligned).
     pub(crate) base: u64,
-    /// Bytes held from the driver.
+    /// Bytes held from the driver: what was asked of `cuMemAlloc`, rounded as the
+    /// driver rounds it ([`driver_region_bytes`](devpool_core::driver_region_bytes)).
     pub(crate) bytes: usize,
     /// Bytes asked for.
     pub(crate) size: usize,
@@ -64,9 +65,10 @@ pub(crate) struct VmTable {
 /// use devpool_core::Backend;
 /// match devpool_cuda::CudaBackend::new(0) {
 ///     Ok(gpu) => {
-///         let p = gpu.alloc_region(1 << 20).unwrap();
-///         assert_eq!(gpu.counters().bytes_in_use.current, 1 << 20);
-///         gpu.free_region(p, 1 << 20).unwrap();
+///         let p = gpu.alloc_region(3 << 20).unwrap();
+///         // Counted as the driver takes it: whole pages.
+///         assert_eq!(gpu.counters().bytes_in_use.current, 4 << 20);
+///         gpu.free_region(p, 3 << 20).unwrap();
 ///     }
 ///     Err(e) => println!("no GPU here: {e}"),
 /// }
@@ -386,10 +388,18 @@ impl Backend for CudaBackend {
             base = self.raw_alloc(bytes)?;
             ptr = base.next_multiple_of(g as u64);
         }
-        self.regions
-            .lock()
-            .insert(ptr, Region { base, bytes, size });
-        self.counters.bytes_in_use.add(bytes as u64);
+        // Counted as the driver takes it (whole pages for a large region), which is
+        // what cuMemGetInfo shows; `bytes` is what was asked of cuMemAlloc.
+        let held = self.region_bytes(bytes).unwrap_or(bytes);
+        self.regions.lock().insert(
+            ptr,
+            Region {
+                base,
+                bytes: held,
+                size,
+            },
+        );
+        self.counters.bytes_in_use.add(held as u64);
         Ok(DevicePtr(ptr))
     }
 

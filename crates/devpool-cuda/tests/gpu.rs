@@ -40,7 +40,8 @@ fn backend_regions_streams_and_events() {
     let c = b.counters();
     assert_eq!(
         c.bytes_in_use.current,
-        (1 << 20) + 3 * b.granularity() as u64
+        (b.region_bytes(1 << 20).unwrap() + 3 * b.granularity()) as u64,
+        "regions are counted as the driver takes them"
     );
     assert!(matches!(
         b.free_region(p, 4096),
@@ -84,6 +85,62 @@ fn backend_regions_streams_and_events() {
     // Six calls above were refused: a wrong size, a pointer inside a region, a
     // double free, a destroyed event, a destroyed stream and the default stream.
     assert_eq!(b.counters().failures, 6, "every refused call is counted");
+}
+
+/// The driver's rounding of `cuMemAlloc` regions, which the backend (and the mock)
+/// count through `driver_region_bytes`, against what `cuMemGetInfo` shows: for each
+/// size, 16 regions are taken and the device's free memory compared before and after.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn region_bytes_match_cumemgetinfo() {
+    let b = gpu();
+    let g = b.granularity();
+    let free = || {
+        b.synchronize_device().unwrap();
+        b.mem_info().unwrap().0
+    };
+    const N: usize = 16;
+    println!(
+        "{:>12} {:>14} {:>14}",
+        "size", "counted/region", "taken/region"
+    );
+    for size in [
+        1,
+        4096,
+        100_000,
+        (256 << 10) + 1,
+        (g / 2) - 1,
+        g / 2,
+        (g / 2) + 1,
+        g - 1,
+        g,
+        g + 1,
+        3 * g,
+        (32 << 20) + 1,
+    ] {
+        // Warm the driver's pools for this size first.
+        let w = b.alloc_region(size).unwrap();
+        b.free_region(w, size).unwrap();
+        let before = free();
+        let held_before = b.counters().bytes_in_use.current;
+        let ptrs: Vec<_> = (0..N).map(|_| b.alloc_region(size).unwrap()).collect();
+        let taken = before.saturating_sub(free());
+        let counted = b.counters().bytes_in_use.current - held_before;
+        println!(
+            "{size:>12} {:>14} {:>14}",
+            counted / N as u64,
+            taken / N as u64
+        );
+        for p in ptrs {
+            b.free_region(p, size).unwrap();
+        }
+        assert_eq!(counted, (N * b.region_bytes(size).unwrap()) as u64);
+        // One shared page of slack in all, far less than one page per region.
+        assert!(
+            taken.abs_diff(counted) <= g as u64,
+            "{N} regions of {size} B: counted {counted} B, the device lost {taken} B"
+        );
+    }
 }
 
 #[test]
@@ -273,8 +330,9 @@ fn out_of_memory_is_an_error_and_the_allocator_goes_on() {
 #[test]
 #[ignore = "needs two CUDA GPUs"]
 fn peer_access_and_copies_between_two_devices() {
-    if devpool_cuda::device_count().unwrap() < 2 {
-        println!("one device: nothing to check");
+    let n = devpool_cuda::device_count().unwrap();
+    if n < 2 {
+        eprintln!("skipped: needs two CUDA devices, this machine has {n}");
         return;
     }
     let (d0, d1) = (gpu(), CudaBackend::new(1).unwrap());

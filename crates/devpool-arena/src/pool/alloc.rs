@@ -223,6 +223,15 @@ impl ArenaPool {
                 .min(MAX_CHUNK_BYTES)
                 .max(need)
         };
+        // The driver gives a large region whole pages: ask for all of them and use
+        // them, since they are held either way.
+        let whole = |n: u64| {
+            self.backend
+                .region_bytes(n as usize)
+                .map_or(n, |b| b as u64)
+                .min(MAX_CHUNK_BYTES.max(n))
+        };
+        let (want, need) = (whole(want), whole(need));
         let (base, bytes) = match self.backend.alloc_region(want as usize) {
             Ok(p) => (p.0, want),
             Err(BackendError::OutOfMemory { .. }) if need < want => {
