@@ -115,8 +115,9 @@ fn note(first: &mut Option<String>, e: &devpool_core::Error) {
 /// Each `allocate` row becomes a request of the row's size on its stream (the handle
 /// as a [`StreamId`]); each `free` row frees the block the replay got for that
 /// pointer, on the row's stream. Reserved bytes are the backend's own count of device
-/// bytes held, read after every event, so give each replay a fresh backend: its peak
-/// is then the replay's peak. Nothing here panics on a bad trace or a failing
+/// bytes held, read after every event, memory the allocator took before the first
+/// event (an initial pool) included; so give each replay a fresh backend and a fresh
+/// allocator. Nothing here panics on a bad trace or a failing
 /// allocator: failed allocations, frees of unknown pointers and refused frees are
 /// counted. Blocks still live at the end are counted and freed.
 ///
@@ -156,8 +157,10 @@ pub fn replay(trace: &Trace, alloc: &dyn Allocator, opts: &ReplayOptions) -> Rep
     let mut sampled_peak = 0u64;
 
     let before = backend.counters();
-    let fresh = before.bytes_in_use.current == 0 && before.bytes_in_use.peak == 0;
-    let baseline = before.bytes_in_use.current;
+    // Everything the backend holds counts, what the allocator took when it was built
+    // (an initial pool) included. When the backend never held more than it holds
+    // now, its own peak counter is the replay's peak (and sees peaks inside a call).
+    let fresh = before.bytes_in_use.peak == before.bytes_in_use.current;
     for (i, ev) in trace.events.iter().enumerate() {
         let stream = StreamId(ev.stream);
         match ev.action {
@@ -211,11 +214,7 @@ pub fn replay(trace: &Trace, alloc: &dyn Allocator, opts: &ReplayOptions) -> Rep
             Action::AllocateFailure => {}
         }
 
-        let reserved = backend
-            .counters()
-            .bytes_in_use
-            .current
-            .saturating_sub(baseline);
+        let reserved = backend.counters().bytes_in_use.current;
         let waste = bytes.granted.saturating_sub(bytes.live);
         r.peak_rounding_waste = r.peak_rounding_waste.max(waste);
         if reserved > sampled_peak || i == 0 {
@@ -238,7 +237,7 @@ pub fn replay(trace: &Trace, alloc: &dyn Allocator, opts: &ReplayOptions) -> Rep
     }
 
     let after = backend.counters();
-    r.reserved_at_end = after.bytes_in_use.current.saturating_sub(baseline);
+    r.reserved_at_end = after.bytes_in_use.current;
     r.peak_reserved_bytes = if fresh {
         after.bytes_in_use.peak.max(sampled_peak)
     } else {

@@ -23,9 +23,10 @@ pub struct ReplayReport {
     pub frees: u64,
     /// The most requested bytes live at once.
     pub peak_live_bytes: u64,
-    /// The most device bytes the backend held at once (its own peak when the backend
-    /// was fresh, which also sees peaks inside a call; else the highest reading
-    /// after an event, less what the backend held before).
+    /// The most device bytes the backend held at once, what the allocator held before
+    /// the first event included (the backend's own peak when it never held more
+    /// before the replay, which also sees peaks inside a call; else the highest
+    /// reading after an event).
     pub peak_reserved_bytes: u64,
     /// `peak_reserved_bytes / peak_live_bytes`: 1.0 is no waste at all (0 when nothing
     /// was ever live).

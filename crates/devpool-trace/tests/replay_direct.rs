@@ -245,6 +245,26 @@ fn reserved_bytes_come_from_the_backend() {
     assert_eq!(r.timeline, reference.timeline);
 }
 
+#[test]
+fn memory_taken_before_the_first_event_counts() {
+    // An allocator that takes an initial pool when built holds it through the whole
+    // replay: it is part of what the replay reports as held, not a baseline to drop.
+    let trace = bundled("resnet50_train.csv.gz");
+    let (reference, _) = replay_direct(&trace, &ReplayOptions::default());
+    let mock = MockBackend::shared();
+    let pool = 64usize << 20;
+    let initial = mock.alloc_region(pool).unwrap();
+    let r = replay(&trace, &direct(mock.clone()), &ReplayOptions::default());
+    assert_eq!(
+        r.peak_reserved_bytes,
+        reference.peak_reserved_bytes + pool as u64
+    );
+    assert_eq!(r.reserved_at_end, reference.reserved_at_end + pool as u64);
+    assert!(r.fragmentation_ratio > reference.fragmentation_ratio);
+    assert!(r.timeline.iter().all(|p| p.reserved_bytes >= pool as u64));
+    mock.free_region(initial, pool).unwrap();
+}
+
 /// Float fields of a report, which a JSON round trip may move by a unit in the last place.
 fn floats(r: &mut ReplayReport) -> Vec<&mut f64> {
     let l = &mut r.latency;
