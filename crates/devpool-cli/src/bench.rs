@@ -24,12 +24,16 @@ pub struct BenchResult {
     pub strategy: String,
     pub workload: String,
     pub threads: usize,
-    /// Wall-clock nanoseconds per operation (a pair, or a step of the random loop),
-    /// all threads together.
-    pub ns_per_op: f64,
+    /// Wall-clock nanoseconds per completed operation (a pair, or a step of the
+    /// random loop), all threads together; none when no operation completed.
+    pub ns_per_op: Option<f64>,
+    /// Operations completed (failed allocations are not).
     pub ops: u64,
-    /// Operations per second, all threads together.
-    pub ops_per_sec: f64,
+    /// Completed operations per second, all threads together.
+    pub ops_per_sec: Option<f64>,
+    /// Wall-clock seconds the workload was timed: on several threads, from before the
+    /// workers start to after the last one ends.
+    pub seconds: f64,
     pub failures: u64,
     pub backend: String,
     /// FIFO workload only: peak device bytes held over peak live bytes.
@@ -44,6 +48,9 @@ pub struct BenchResult {
 /// Most time one figure may take; slow baselines stop early.
 const BUDGET: Duration = Duration::from_millis(1500);
 
+/// `max` pairs (or as many as `budget` allows) of one allocation and its free, after
+/// a warm-up; (pairs completed, time, failed allocations). A failed allocation is
+/// not a completed pair.
 fn pair(
     alloc: &dyn Allocator,
     size: usize,
@@ -60,15 +67,18 @@ fn pair(
         }
     }
     let start = Instant::now();
-    let mut n = 0u64;
-    while (n as usize) < max {
+    let (mut n, mut tried) = (0u64, 0u64);
+    while (tried as usize) < max {
         for _ in 0..64 {
             match alloc.allocate(req) {
-                Ok(b) => alloc.free(b).expect("free of a block just allocated"),
+                Ok(b) => {
+                    alloc.free(b).expect("free of a block just allocated");
+                    n += 1;
+                }
                 Err(_) => fails += 1,
             }
         }
-        n += 64;
+        tried += 64;
         if start.elapsed() > budget {
             break;
         }
@@ -77,28 +87,34 @@ fn pair(
 }
 
 /// The RMM-style loop: up to 1000 live blocks, sizes log-uniform in [256 B, 16 MiB],
-/// each step allocates or frees a random live block with equal odds.
+/// each step allocates or frees a random live block with equal odds; (steps
+/// completed, time, failed allocations): a step whose allocation failed is not
+/// completed.
 fn random_loop(alloc: &dyn Allocator, steps: usize, seed: u64) -> (u64, Duration, u64) {
     let mut rng = Rng::new(seed);
     let sizes: Vec<usize> = (0..4096).map(|_| rng.log_uniform(256, 16 << 20)).collect();
     let mut live: Vec<Block> = Vec::with_capacity(1000);
     let mut fails = 0;
     let start = Instant::now();
-    let mut n = 0u64;
-    while (n as usize) < steps {
+    let (mut n, mut tried) = (0u64, 0u64);
+    while (tried as usize) < steps {
         let r = rng.next_u64();
         if live.is_empty() || (live.len() < 1000 && r & 1 == 0) {
             match alloc.alloc(sizes[(r >> 8) as usize & 4095]) {
-                Ok(b) => live.push(b),
+                Ok(b) => {
+                    live.push(b);
+                    n += 1;
+                }
                 Err(_) => fails += 1,
             }
         } else {
             let i = ((r >> 1) % live.len() as u64) as usize;
             let b = live.swap_remove(i);
             alloc.free(b).expect("free of a live block");
+            n += 1;
         }
-        n += 1;
-        if n.is_multiple_of(1024) && start.elapsed() > BUDGET * 2 {
+        tried += 1;
+        if tried.is_multiple_of(1024) && start.elapsed() > BUDGET * 2 {
             break;
         }
     }
@@ -109,41 +125,63 @@ fn random_loop(alloc: &dyn Allocator, steps: usize, seed: u64) -> (u64, Duration
     (n, took, fails)
 }
 
-fn threads_pairs(alloc: Arc<dyn Allocator>, threads: usize, size: usize) -> (u64, Duration, u64) {
-    let barrier = Arc::new(Barrier::new(threads + 1));
-    let handles: Vec<_> = (0..threads)
-        .map(|t| {
-            let alloc = alloc.clone();
-            let barrier = barrier.clone();
-            std::thread::spawn(move || {
+/// Pairs on `threads` threads, each on its own stream; (pairs completed by all,
+/// time from before the workers start to after the last one ends, failures).
+fn threads_pairs(
+    alloc: Arc<dyn Allocator>,
+    threads: usize,
+    size: usize,
+) -> Result<(u64, Duration, u64), String> {
+    // Two barriers: every worker has warmed its stream's pool, then the clock starts
+    // and the workers are let go. The clock stops when the last one has ended, so a
+    // worker that waited for a core is counted in full.
+    let warm = Arc::new(Barrier::new(threads + 1));
+    let go = Arc::new(Barrier::new(threads + 1));
+    let mut handles = Vec::with_capacity(threads);
+    for t in 0..threads {
+        let (alloc, warm, go) = (alloc.clone(), warm.clone(), go.clone());
+        let spawned = std::thread::Builder::new()
+            .name(format!("bench-{t}"))
+            .spawn(move || {
                 let stream = alloc
                     .backend()
                     .create_stream()
                     .unwrap_or(StreamId(1000 + t as u64));
                 pair(&*alloc, size, stream, 64, Duration::ZERO); // warm this stream's pool
-                barrier.wait();
-                let r = pair(
+                warm.wait();
+                go.wait();
+                pair(
                     &*alloc,
                     size,
                     stream,
                     usize::MAX,
                     Duration::from_millis(800),
-                );
-                let _ = alloc.trim();
-                r
-            })
-        })
-        .collect();
-    barrier.wait();
+                )
+            });
+        match spawned {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                // The workers already started wait at the barriers forever: this is
+                // only reached before any work, and the process ends with the error.
+                return Err(format!("cannot start bench thread {t} of {threads}: {e}"));
+            }
+        }
+    }
+    warm.wait();
     let start = Instant::now();
+    go.wait();
     let mut total = 0;
     let mut fails = 0;
     for h in handles {
-        let (n, _, f) = h.join().expect("bench thread");
+        let (n, _, f) = h
+            .join()
+            .map_err(|_| "a bench thread panicked".to_string())?;
         total += n;
         fails += f;
     }
-    (total, start.elapsed(), fails)
+    let took = start.elapsed();
+    let _ = alloc.trim();
+    Ok((total, took, fails))
 }
 
 pub(crate) fn result(
@@ -153,14 +191,16 @@ pub(crate) fn result(
     r: (u64, Duration, u64),
     backend: &str,
 ) -> BenchResult {
-    let ns = r.1.as_nanos() as f64 / r.0.max(1) as f64;
+    // No completed operation, no figure: never a rate made up from failures.
+    let ns = (r.0 > 0).then(|| r.1.as_nanos() as f64 / r.0 as f64);
     BenchResult {
         strategy: strategy.to_string(),
         workload: workload.to_string(),
         threads,
         ns_per_op: ns,
         ops: r.0,
-        ops_per_sec: 1e9 / ns,
+        ops_per_sec: ns.map(|ns| 1e9 / ns),
+        seconds: r.1.as_secs_f64(),
         failures: r.2,
         backend: backend.to_string(),
         held_over_live: None,
@@ -168,7 +208,32 @@ pub(crate) fn result(
     }
 }
 
+/// Most threads `--threads` may ask for.
+pub const MAX_THREADS: usize = 1024;
+
+/// Refuse settings that would measure nothing or could not run.
+fn check_args(args: &BenchArgs) -> Result<(), String> {
+    if args.steps == 0 {
+        return Err("--steps 0: the random loop needs at least one step".into());
+    }
+    if args.pairs == 0 {
+        return Err("--pairs 0: the pair workloads need at least one pair".into());
+    }
+    for &t in &args.threads {
+        if t == 0 {
+            return Err("--threads 0: each thread count must be at least 1".into());
+        }
+        if t > MAX_THREADS {
+            return Err(format!(
+                "--threads {t}: at most {MAX_THREADS} threads (one stream and pool each)"
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<(), String> {
+    check_args(&args)?;
     let names = crate::reference::with_references(&args.strategies, backend_args)?;
     let mut threads = args.threads.clone();
     if threads.is_empty() {
@@ -190,33 +255,26 @@ pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<(), String> 
             let r = pair(&*alloc, size, StreamId::DEFAULT, args.pairs, BUDGET);
             out.push(result(s, w, 1, r, be));
             if !args.json {
-                eprintln!(
-                    "{s:>18} {w:<14} {:>10.1} ns",
-                    out.last().map(|r| r.ns_per_op).unwrap_or(0.0)
-                );
+                eprintln!("{s:>18} {w:<14} {:>10} ns", figure(out.last()));
             }
         }
         if s != "arena" {
             let r = random_loop(&*alloc, args.steps, 42);
             out.push(result(s, "random op", 1, r, be));
             if !args.json {
-                eprintln!(
-                    "{s:>18} {:<14} {:>10.1} ns",
-                    "random op",
-                    out.last().map(|r| r.ns_per_op).unwrap_or(0.0)
-                );
+                eprintln!("{s:>18} {:<14} {:>10} ns", "random op", figure(out.last()));
             }
         }
         let _ = alloc.trim();
         for &t in &threads {
-            let r = threads_pairs(alloc.clone(), t, 64 << 10);
+            let r = threads_pairs(alloc.clone(), t, 64 << 10)?;
             out.push(result(s, "pair 64 KiB, own stream per thread", t, r, be));
             if !args.json {
                 eprintln!(
-                    "{s:>18} {:<14} {:>10.1} ns  ({:.2} M pairs/s on {t} threads)",
+                    "{s:>18} {:<14} {:>10} ns  ({} M pairs/s on {t} threads)",
                     "threads",
-                    out.last().map(|r| r.ns_per_op).unwrap_or(0.0),
-                    out.last().map(|r| r.ops_per_sec / 1e6).unwrap_or(0.0)
+                    figure(out.last()),
+                    rate(out.last())
                 );
             }
         }
@@ -231,9 +289,9 @@ pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<(), String> 
         let r = crate::fifo::run(s, backend_args, args.pairs, BUDGET)?;
         if !args.json {
             eprintln!(
-                "{s:>18} {:<14} {:>10.1} ns  (held / live {:.4}, {} memory calls in the steady state)",
+                "{s:>18} {:<14} {:>10} ns  (held / live {:.4}, {} memory calls in the steady state)",
                 crate::fifo::WORKLOAD,
-                r.ns_per_op,
+                figure(Some(&r)),
                 r.held_over_live.unwrap_or(0.0),
                 r.steady_memory_calls.unwrap_or(0)
             );
@@ -246,48 +304,162 @@ pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<(), String> 
             serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
         );
     } else {
-        print_table(&out, &threads);
+        print!("{}", table(&out, &threads));
         crate::live::print_results(&live, &args.live);
         crate::fifo::print_table(&out);
     }
     Ok(())
 }
 
-fn print_table(out: &[BenchResult], threads: &[usize]) {
+/// A result's ns per operation, with a star when some allocations failed, or
+/// "failed" when none completed.
+pub(crate) fn figure(r: Option<&BenchResult>) -> String {
+    match r {
+        None => "-".into(),
+        Some(r) => match r.ns_per_op {
+            None => "failed".into(),
+            Some(ns) if r.failures == 0 => format!("{ns:.1}"),
+            Some(ns) => format!("{ns:.1}*"),
+        },
+    }
+}
+
+/// A result's millions of operations per second, marked as [`figure`] marks.
+fn rate(r: Option<&BenchResult>) -> String {
+    match r {
+        None => "-".into(),
+        Some(r) => match r.ops_per_sec {
+            None => "failed".into(),
+            Some(v) if r.failures == 0 => format!("{:.2}", v / 1e6),
+            Some(v) => format!("{:.2}*", v / 1e6),
+        },
+    }
+}
+
+/// The table of results, as printed.
+fn table(out: &[BenchResult], threads: &[usize]) -> String {
+    use std::fmt::Write;
+    let mut t = String::new();
     let mut names: Vec<&str> = Vec::new();
     for r in out {
         if !names.contains(&r.strategy.as_str()) {
             names.push(&r.strategy);
         }
     }
-    print!(
+    let _ = write!(
+        t,
         "\n{:<18} {:>12} {:>12} {:>12} {:>12}",
         "ns per op", "pair 4 KiB", "pair 1 MiB", "pair 64 MiB", "random op"
     );
-    for t in threads {
-        print!(" {:>14}", format!("{t} thr M pairs/s"));
+    for n in threads {
+        let _ = write!(t, " {:>14}", format!("{n} thr M pairs/s"));
     }
-    println!();
+    t.push('\n');
     for n in names {
-        let get = |w: &str, t: usize| {
+        let get = |w: &str, threads: usize| {
             out.iter()
-                .find(|r| r.strategy == n && r.workload == w && r.threads == t)
+                .find(|r| r.strategy == n && r.workload == w && r.threads == threads)
         };
-        print!("{n:<18}");
+        let _ = write!(t, "{n:<18}");
         for w in ["pair 4 KiB", "pair 1 MiB", "pair 64 MiB", "random op"] {
-            match get(w, 1) {
-                Some(r) if r.failures == 0 => print!(" {:>12.1}", r.ns_per_op),
-                Some(r) => print!(" {:>12}", format!("{:.1}*", r.ns_per_op)),
-                None => print!(" {:>12}", "-"),
-            }
+            let _ = write!(t, " {:>12}", figure(get(w, 1)));
         }
-        for &t in threads {
-            match get("pair 64 KiB, own stream per thread", t) {
-                Some(r) => print!(" {:>14.2}", r.ops_per_sec / 1e6),
-                None => print!(" {:>14}", "-"),
-            }
+        for &n in threads {
+            let _ = write!(
+                t,
+                " {:>14}",
+                rate(get("pair 64 KiB, own stream per thread", n))
+            );
         }
-        println!();
+        t.push('\n');
     }
-    println!("(* some allocations failed in that workload)");
+    if out.iter().any(|r| r.failures > 0) {
+        t.push_str(
+            "(* some allocations failed in that workload; figures count completed operations only)\n",
+        );
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use devpool_core::{direct, FaultOn, MockBackend, MockConfig};
+
+    #[test]
+    fn failed_allocations_are_not_operations() {
+        // Every 4 MiB request fails on a 1 MiB device: no pair completes, no figure.
+        let small = direct(MockBackend::shared_with(
+            MockConfig::default().capacity(1 << 20),
+        ));
+        let r = pair(
+            &small,
+            4 << 20,
+            StreamId::DEFAULT,
+            640,
+            Duration::from_secs(5),
+        );
+        assert_eq!(r.0, 0);
+        assert!(r.2 >= 640);
+        let res = result("direct", "pair 4 MiB", 1, r, "mock");
+        assert_eq!((res.ns_per_op, res.ops_per_sec), (None, None));
+        assert_eq!(figure(Some(&res)), "failed");
+        // Some fail: only the pairs that completed count.
+        let mock = MockBackend::shared();
+        let a = direct(mock.clone());
+        // The 150th region: past the 100 warm-up pairs, inside the 640 timed ones.
+        mock.fail_nth(FaultOn::Region, 150);
+        let r = pair(&a, 4096, StreamId::DEFAULT, 640, Duration::from_secs(5));
+        assert_eq!(r.2, 1, "one injected fault");
+        assert_eq!(r.0, 639, "the failed pair is not counted: {r:?}");
+        let steps = random_loop(&small, 1000, 1);
+        assert!(steps.2 > 0, "allocations failed on the 1 MiB device");
+        assert_eq!(steps.0 + steps.2, 1000, "each step completed or failed");
+    }
+
+    #[test]
+    fn the_footnote_only_when_an_allocation_failed() {
+        let ok = BenchResult {
+            strategy: "slab".into(),
+            workload: "pair 4 KiB".into(),
+            threads: 1,
+            ns_per_op: Some(50.0),
+            ops: 10,
+            ops_per_sec: Some(2e7),
+            seconds: 5e-7,
+            failures: 0,
+            backend: "mock".into(),
+        };
+        let t = table(std::slice::from_ref(&ok), &[1]);
+        assert!(t.contains("50.0") && !t.contains('*'), "{t}");
+        let failed = BenchResult { failures: 3, ..ok };
+        let t = table(&[failed], &[1]);
+        assert!(
+            t.contains("50.0*") && t.contains("some allocations failed"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn bad_settings_are_refused() {
+        let args = |threads: Vec<usize>, steps, pairs| BenchArgs {
+            json: false,
+            strategies: vec![],
+            threads,
+            steps,
+            pairs,
+            live: vec![],
+        };
+        assert!(check_args(&args(vec![1, 2], 10, 10)).is_ok());
+        for bad in [
+            args(vec![0], 10, 10),
+            args(vec![1, 0], 10, 10),
+            args(vec![usize::MAX], 10, 10),
+            args(vec![MAX_THREADS + 1], 10, 10),
+            args(vec![1], 0, 10),
+            args(vec![1], 10, 0),
+        ] {
+            assert!(check_args(&bad).is_err());
+        }
+    }
 }

@@ -44,21 +44,27 @@ pub fn run(
     let mut live: VecDeque<Block> = VecDeque::with_capacity(DEPTH + 1);
     let (mut live_bytes, mut peak_live) = (0u64, 0u64);
     let mut failures = 0u64;
+    // A step whose allocation failed is not a completed step.
     let mut step = |i: usize, live: &mut VecDeque<Block>| {
-        match alloc.alloc(sizes[i % sizes.len()]) {
+        let ok = match alloc.alloc(sizes[i % sizes.len()]) {
             Ok(b) => {
                 live_bytes += b.requested as u64;
                 peak_live = peak_live.max(live_bytes);
                 live.push_back(b);
+                true
             }
-            Err(_) => failures += 1,
-        }
+            Err(_) => {
+                failures += 1;
+                false
+            }
+        };
         if live.len() > DEPTH {
             if let Some(b) = live.pop_front() {
                 live_bytes -= b.requested as u64;
                 alloc.free(b).expect("free of a live block");
             }
         }
+        ok
     };
     let warm_until = Instant::now() + budget;
     let mut i = 0;
@@ -68,10 +74,10 @@ pub fn run(
     }
     let calls_before = backend.counters().memory_calls();
     let start = Instant::now();
-    let mut n = 0u64;
+    let (mut n, mut done) = (0u64, 0u64);
     while (n as usize) < max_steps {
         for _ in 0..64 {
-            step(i, &mut live);
+            done += step(i, &mut live) as u64;
             i += 1;
         }
         n += 64;
@@ -90,18 +96,10 @@ pub fn run(
         alloc.free(b).expect("free of a live block");
     }
     let _ = alloc.trim();
-    let ns = took.as_nanos() as f64 / n.max(1) as f64;
     Ok(BenchResult {
-        strategy: strategy.to_string(),
-        workload: WORKLOAD.to_string(),
-        threads: 1,
-        ns_per_op: ns,
-        ops: n,
-        ops_per_sec: 1e9 / ns,
-        failures,
-        backend: args.backend.clone(),
         held_over_live: Some(peak_held as f64 / peak_live.max(1) as f64),
         steady_memory_calls: Some(steady_calls),
+        ..crate::bench::result(strategy, WORKLOAD, 1, (done, took, failures), &args.backend)
     })
 }
 
@@ -120,11 +118,7 @@ pub fn print_table(out: &[BenchResult]) {
         "strategy", "ns per step", "held / live", "memory calls"
     );
     for r in rows {
-        let ns = if r.failures == 0 {
-            format!("{:.1}", r.ns_per_op)
-        } else {
-            format!("{:.1}*", r.ns_per_op)
-        };
+        let ns = crate::bench::figure(Some(r));
         println!(
             "{:<18} {:>12} {:>14.4} {:>14}",
             r.strategy,

@@ -16,7 +16,7 @@
 //! runs the same steps with an allocator that does no work: the workload's own share
 //! of each figure.
 
-use crate::bench::{result, BenchResult};
+use crate::bench::{figure, result, BenchResult};
 use crate::cabi::CAbi;
 use crate::target::fresh_backend;
 use crate::BackendArgs;
@@ -32,7 +32,8 @@ const FILL_BUDGET: Duration = Duration::from_secs(20);
 
 /// What one `live N` run measured.
 pub struct LiveRun {
-    /// Operations timed (two per step).
+    /// Operations completed in the timed steps (a free and an allocation per step;
+    /// a failed allocation is not one).
     pub ops: u64,
     /// Wall-clock time of the timed steps.
     pub took: Duration,
@@ -62,13 +63,17 @@ pub fn live(alloc: &dyn Allocator, n: usize, steps: usize, budget: Duration) -> 
     }
     failures += (n - live.len()) as u64;
     let start = Instant::now();
-    let mut done = 0usize;
+    let (mut done, mut ops) = (0usize, 0u64);
     while done < steps && !live.is_empty() {
         let r = rng.next_u64();
         let i = (((r >> 32) * live.len() as u64) >> 32) as usize;
         alloc.free(live[i]).expect("free of a live block");
+        ops += 1;
         match alloc.alloc(sizes[r as usize & 4095]) {
-            Ok(b) => live[i] = b,
+            Ok(b) => {
+                live[i] = b;
+                ops += 1;
+            }
             Err(_) => {
                 failures += 1;
                 live.swap_remove(i);
@@ -84,7 +89,7 @@ pub fn live(alloc: &dyn Allocator, n: usize, steps: usize, budget: Duration) -> 
         alloc.free(b).expect("free of a live block");
     }
     LiveRun {
-        ops: 2 * done as u64,
+        ops,
         took,
         failures,
     }
@@ -116,7 +121,7 @@ pub fn run_all(
         let w = format!("live {n}");
         let row = result(s, &w, 1, (r.ops, r.took, r.failures), &backend_args.backend);
         if !json {
-            eprintln!("{s:>18} {w:<14} {:>10.1} ns", row.ns_per_op);
+            eprintln!("{s:>18} {w:<14} {:>10} ns", figure(Some(&row)));
         }
         out.push(row);
     };
@@ -161,10 +166,11 @@ pub fn print_results(rows: &[BenchResult], counts: &[usize]) {
             let w = format!("live {c}");
             match rows.iter().find(|r| r.strategy == n && r.workload == w) {
                 Some(r) => {
-                    let mark = if r.failures > 0 { "*" } else { "" };
-                    print!(" {:>10}", format!("{:.1}{mark}", r.ns_per_op));
-                    first.get_or_insert(r.ns_per_op);
-                    last = Some(r.ns_per_op);
+                    print!(" {:>10}", figure(Some(r)));
+                    if let Some(ns) = r.ns_per_op {
+                        first.get_or_insert(ns);
+                        last = Some(ns);
+                    }
                 }
                 None => print!(" {:>10}", "-"),
             }
