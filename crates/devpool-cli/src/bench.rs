@@ -429,6 +429,8 @@ mod tests {
             seconds: 5e-7,
             failures: 0,
             backend: "mock".into(),
+            held_over_live: None,
+            steady_memory_calls: None,
         };
         let t = table(std::slice::from_ref(&ok), &[1]);
         assert!(t.contains("50.0") && !t.contains('*'), "{t}");

@@ -26,6 +26,7 @@ named! {
     tlsf_region => "tlsf-region",
     tlsf_virtual => "tlsf-virtual",
     arena => "arena",
+    ring => "ring",
     hybrid => "hybrid",
     hybrid_inference => "hybrid-inference",
     hybrid_buddy => "hybrid-buddy",
