@@ -18,7 +18,7 @@ if has info; then
     { nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv; .gpu/devpool info --backend cuda; } 2>&1 | tee "$out/gpu.txt"
 fi
 if has tests; then
-    for t in .gpu/test-gpu .gpu/test-gpu_strategies .gpu/test-multi_gpu; do
+    for t in .gpu/test-gpu .gpu/test-gpu_strategies .gpu/test-ring_gpu .gpu/test-multi_gpu; do
         echo "== $t"
         DEVPOOL_MULTI_SECS=${DEVPOOL_MULTI_SECS:-60} timeout 400 "$t" --ignored --test-threads=1 --nocapture 2>&1 | grep -vE '^\s*$' | tail -60
     done 2>&1 | tee "$out/tests.txt" | grep -E "^== |test result|FAILED|panicked|M pairs/s|bytes read back"

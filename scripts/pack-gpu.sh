@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build, here, what a GPU machine without a Rust toolchain needs, into .gpu/ (git-ignored):
-# the devpool command, the C ABI library, the GPU test executables of devpool-cuda, and
+# the devpool command, the C ABI library, the GPU test executables of devpool-cuda and
+# devpool-ring, and
 # the Python package's wheel (.whl/).
 # Then on the GPU machine: scripts/gpu-run.sh OUT_DIR
 set -euo pipefail
@@ -9,12 +10,12 @@ rm -rf .gpu && mkdir -p .gpu
 cargo build --release -p devpool-cli -p devpool-ffi
 target=${CARGO_TARGET_DIR:-target}
 cp "$target/release/devpool" "$target/release/libdevpool_ffi.so" .gpu/
-cargo test --release -p devpool-cuda --no-run --message-format=json 2>/dev/null | python3 -c '
+cargo test --release -p devpool-cuda -p devpool-ring --no-run --message-format=json 2>/dev/null | python3 -c '
 import json, shutil, sys
 for line in sys.stdin:
     try: m = json.loads(line)
     except ValueError: continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("gpu", "gpu_strategies", "multi_gpu"):
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("gpu", "gpu_strategies", "multi_gpu", "ring_gpu"):
         shutil.copy2(m["executable"], ".gpu/test-" + m["target"]["name"])
         print(".gpu/test-" + m["target"]["name"])
 '

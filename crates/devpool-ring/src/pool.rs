@@ -6,11 +6,12 @@ use crate::config::{Memory, RingConfig, WhenFull};
 use crate::events::Events;
 use crate::place::{SEQ_BITS, SEQ_MASK};
 use crate::stats::RingStats;
-use crate::unit::Unit;
+use crate::unit::{Source, Unit};
 use devpool_core::{
     align_up, Backend, Block, Counters, DeviceId, DevicePtr, Error, Gauge, IntoBackend, OomInfo,
     Pool, Request, Result, Stats, StreamId, MIN_ALIGN,
 };
+use devpool_vm::{PageLayer, VmConfig};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -67,10 +68,12 @@ fn up(g: &mut Gauge, v: u64) {
 }
 
 /// What only the lock holder touches.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Inner {
     /// The rings; the last one takes new blocks, the others drain.
     units: Vec<Unit>,
+    /// The page layer of the rings in virtual memory (made with the first one).
+    vm: Option<PageLayer>,
     next_tag: u8,
     live: Gauge,
     granted: Gauge,
@@ -136,14 +139,24 @@ pub struct RingPool {
     capacity: u64,
     reserve: u64,
     device: DeviceId,
+    /// The stream this pool serves: the last to use pages the ring lets go.
+    stream: StreamId,
+    /// Regions held and backend calls for them (the page layer counts its own).
     counters: Counters,
     inner: Mutex<Inner>,
 }
 
 impl RingPool {
-    /// A ring over `backend`. Out-of-range settings are brought into range (see
-    /// [`RingConfig::validate`]); no memory is taken until the first allocation.
+    /// A ring over `backend` for the default stream. Out-of-range settings are
+    /// brought into range (see [`RingConfig::validate`]); no memory is taken until the
+    /// first allocation.
     pub fn new(backend: impl IntoBackend, cfg: RingConfig) -> Self {
+        Self::for_stream(backend, cfg, StreamId::DEFAULT)
+    }
+
+    /// A ring for `stream`: pages the ring lets go are given back once the work
+    /// queued on `stream` has passed.
+    pub fn for_stream(backend: impl IntoBackend, cfg: RingConfig, stream: StreamId) -> Self {
         let backend = backend.into_backend();
         let page = (backend.granularity() as u64).max(MIN_ALIGN as u64);
         let round = |b: u64| b.div_ceil(page).saturating_mul(page).min(MAX_REQUEST);
@@ -163,6 +176,7 @@ impl RingPool {
             page,
             capacity,
             reserve,
+            stream,
             counters: Counters::default(),
             inner: Mutex::new(Inner::default()),
         }
@@ -196,13 +210,16 @@ impl RingPool {
             tag = tag.wrapping_add(1);
         }
         let unit = if self.virt {
-            Unit::reserve(
-                &*self.backend,
-                &self.counters,
-                tag,
-                self.reserve.max(need),
-                self.page,
-            )?
+            let vm = g.vm.get_or_insert_with(|| {
+                // Pages are mapped exactly as the ring reaches them, in physical
+                // chunks of up to 16 pages, and kept until trim lets them go.
+                let cfg = VmConfig::default()
+                    .map_batch_pages(1)
+                    .chunk_pages(16)
+                    .cache(usize::MAX / 4, 1.0);
+                PageLayer::new(self.backend.clone(), cfg)
+            });
+            Unit::reserve(vm, tag, self.reserve.max(need))?
         } else {
             // Growing, each ring is at least twice the last; otherwise the capacity
             // is all there is.
@@ -231,10 +248,10 @@ impl RingPool {
     /// keeps the bytes held within `cap`. False when it does not.
     fn grow_top(&self, g: &mut Inner, size: u64, align: u64, cap: Option<u64>) -> Result<bool> {
         let held: u64 = g.units.iter().map(|u| u.held).sum();
-        let Some(u) = g.units.last_mut() else {
+        let (Some(u), Some(vm)) = (g.units.last_mut(), g.vm.as_mut()) else {
             return Ok(false);
         };
-        if !u.virt {
+        if !matches!(u.source, Source::Pages(_)) {
             return Ok(false);
         }
         let top = u.place.top();
@@ -248,7 +265,7 @@ impl RingPool {
             return Ok(false);
         }
         let before = u.held;
-        if !u.map_to(&*self.backend, &self.counters, end, self.page)? {
+        if !u.map_to(vm, end)? {
             return Ok(false);
         }
         if u.held > before {
@@ -273,7 +290,7 @@ impl RingPool {
             return Ok(Some(x));
         }
         // What the tail can retire now.
-        let (_, _) = self.settle(g, false);
+        let _ = self.settle(g, false);
         if let Some(x) = Self::carve(g, size, req, align) {
             return Ok(Some(x));
         }
@@ -301,9 +318,7 @@ impl RingPool {
             if self.virt {
                 if let Err(e) = self.grow_top(g, size, align, None) {
                     // Give the new ring back: nothing changed.
-                    if let Some(mut u) = g.units.pop() {
-                        let _ = u.close(&*self.backend, &self.counters);
-                    }
+                    let _ = self.close_unit(g, g.units.len() - 1);
                     return Err(e);
                 }
             }
@@ -327,29 +342,32 @@ impl RingPool {
     }
 
     /// Retire what every ring can and give back the older rings that drained. Returns
-    /// the bytes given back and the first error met.
-    fn settle(&self, g: &mut Inner, wait: bool) -> (u64, Option<Error>) {
+    /// the first error met.
+    fn settle(&self, g: &mut Inner, wait: bool) -> Option<Error> {
         let mut err = None;
         for i in 0..g.units.len() {
             self.retire(g, i, wait, &mut err);
         }
-        let released = self.close_drained(g, &mut err);
-        (released, err)
+        self.close_drained(g, &mut err);
+        err
+    }
+
+    /// Give ring `i` back (it holds no block) and forget it; on error it stays.
+    fn close_unit(&self, g: &mut Inner, i: usize) -> Result<()> {
+        let Inner { units, vm, .. } = g;
+        units[i].close(&*self.backend, &self.counters, vm.as_mut(), self.stream)?;
+        g.old_jumps += g.units[i].place.jumps();
+        g.units.remove(i);
+        Ok(())
     }
 
     /// Give back the older rings that hold no block.
-    fn close_drained(&self, g: &mut Inner, err: &mut Option<Error>) -> u64 {
-        let mut released = 0;
+    fn close_drained(&self, g: &mut Inner, err: &mut Option<Error>) {
         let mut i = 0;
         while i + 1 < g.units.len() {
             if g.units[i].place.is_empty() {
-                match g.units[i].close(&*self.backend, &self.counters) {
-                    Ok(b) => {
-                        released += b;
-                        g.old_jumps += g.units[i].place.jumps();
-                        g.units.remove(i);
-                        continue;
-                    }
+                match self.close_unit(g, i) {
+                    Ok(()) => continue,
                     Err(e) => {
                         err.get_or_insert(e);
                     }
@@ -357,7 +375,21 @@ impl RingPool {
             }
             i += 1;
         }
-        released
+    }
+
+    /// Device bytes held now and at peak: the page layer's mapped pages (those still
+    /// retiring included), or the regions.
+    fn held(&self, g: &Inner) -> Gauge {
+        match (&g.vm, self.virt) {
+            (Some(vm), true) => vm.held(),
+            (None, true) => Gauge::default(),
+            (_, false) => self.counters.snapshot().reserved_bytes,
+        }
+    }
+
+    /// Backend calls that took or gave back memory or address space.
+    fn backend_calls(&self, g: &Inner) -> u64 {
+        self.counters.snapshot().backend_calls + g.vm.as_ref().map_or(0, |v| v.backend_calls())
     }
 
     /// Free `block`, whose last use was queued on `stream`.
@@ -419,12 +451,13 @@ impl RingPool {
     /// The ring's own figures.
     pub fn ring_stats(&self) -> RingStats {
         let g = self.inner.lock();
-        Self::ring_stats_locked(&g)
+        self.ring_stats_locked(&g)
     }
 
-    fn ring_stats_locked(g: &Inner) -> RingStats {
+    fn ring_stats_locked(&self, g: &Inner) -> RingStats {
         let mut s = RingStats {
             rings: g.units.len(),
+            held_bytes: self.held(g).current,
             jumps: g.old_jumps,
             grows: g.grows,
             pins: g.pins,
@@ -434,7 +467,6 @@ impl RingPool {
         };
         for u in &g.units {
             let sh = u.place.shape();
-            s.held_bytes += u.held;
             s.live_blocks += sh.live;
             s.freed_blocks += sh.freed;
             s.waiting_blocks += sh.waiting;
@@ -452,21 +484,29 @@ impl RingPool {
         let g = self.inner.lock();
         for u in &g.units {
             u.place.verify()?;
-            let want = if u.virt {
-                u.place.hi() - u.base
-            } else {
-                u.size
+            let want = match u.source {
+                Source::Pages(_) => u.place.hi() - u.base,
+                Source::Region => u.size,
             };
             if u.held != want {
                 return Err(format!("ring {} holds {} but serves {want}", u.tag, u.held));
             }
         }
-        let held: u64 = g.units.iter().map(|u| u.held).sum();
-        if held != self.counters.reserved() {
-            return Err(format!(
-                "rings hold {held}, counters say {}",
-                self.counters.reserved()
-            ));
+        // Pages let go stay held until the page layer has unmapped them (a physical
+        // chunk goes back only whole): the page layer's used pages are the rings'.
+        let used: u64 = g.units.iter().map(|u| u.held).sum();
+        let held = self.held(&g).current;
+        match &g.vm {
+            Some(vm) => {
+                let d = vm.detail();
+                if d.used_pages * d.page_size != used || d.mapped_pages * d.page_size != held {
+                    return Err(format!("rings use {used} of {held} bytes held; {d:?}"));
+                }
+            }
+            None if used != held => {
+                return Err(format!("rings use {used} bytes, {held} are held"));
+            }
+            None => {}
         }
         Ok(())
     }
@@ -491,12 +531,12 @@ impl RingPool {
             self.memory(),
             devpool_core::human_bytes(self.capacity),
             self.policy(),
-            Self::ring_stats_locked(g)
+            self.ring_stats_locked(g)
         )
     }
 
     fn full_error(&self, g: &Inner, req: &Request) -> Error {
-        let reserved = self.counters.reserved();
+        let reserved = self.held(g).current;
         let (free, total) = self.backend.mem_info().unwrap_or((0, 0));
         Error::OutOfMemory(Box::new(OomInfo {
             requested: req.size,
@@ -614,7 +654,9 @@ impl Pool for RingPool {
             live_blocks: g.blocks,
             allocations: g.allocations,
             frees: g.frees,
-            ..self.counters.snapshot()
+            reserved_bytes: self.held(&g),
+            backend_calls: self.backend_calls(&g),
+            ..Stats::default()
         }
     }
 
@@ -623,19 +665,30 @@ impl Pool for RingPool {
     /// the current one (all of them when it holds no block; a region when it holds no
     /// block).
     fn trim(&self) -> Result<usize> {
-        let mut g = self.inner.lock();
-        let (mut released, err) = self.settle(&mut g, true);
-        if let Some(u) = g.units.last_mut() {
-            if u.virt {
-                // The reservation stays (address space only) for the next blocks.
-                released += u.unmap_above_top(&*self.backend, &self.counters, self.page)?;
-            } else if u.place.is_empty() {
-                released += u.close(&*self.backend, &self.counters)?;
-                let jumps = u.place.jumps();
-                g.old_jumps += jumps;
-                g.units.pop();
+        let mut guard = self.inner.lock();
+        let g = &mut *guard;
+        let before = self.held(g).current;
+        let mut err = self.settle(g, true);
+        let last = g.units.len().checked_sub(1);
+        if let Some(i) = last {
+            let Inner { units, vm, .. } = &mut *g;
+            match (units[i].source, vm.as_mut()) {
+                (Source::Pages(_), Some(vm)) => {
+                    // The reservation stays (address space only) for the next blocks.
+                    units[i].release_above_top(vm, self.stream);
+                    if let Err(e) = vm.trim() {
+                        err.get_or_insert(e);
+                    }
+                }
+                (Source::Region, _) if units[i].place.is_empty() => {
+                    if let Err(e) = self.close_unit(g, i) {
+                        err.get_or_insert(e);
+                    }
+                }
+                _ => {}
             }
         }
+        let released = before.saturating_sub(self.held(g).current);
         match err {
             Some(e) => Err(e),
             None => Ok(released as usize),
@@ -651,8 +704,10 @@ impl Pool for RingPool {
 impl Drop for RingPool {
     fn drop(&mut self) {
         let g = self.inner.get_mut();
+        // The page layer, dropped with the pool, waits for the streams that used its
+        // pages and gives everything back; regions go back here.
         for mut u in g.units.drain(..) {
-            let _ = u.close(&*self.backend, &self.counters);
+            let _ = u.close(&*self.backend, &self.counters, None, self.stream);
         }
         g.events.destroy(&*self.backend);
     }
