@@ -58,8 +58,8 @@ pub fn ring(backend: impl IntoBackend, cfg: RingConfig) -> Ring {
     let device = backend.device();
     Ring {
         device,
-        inner: StreamOrdered::new("ring", backend, move |_| {
-            RingPool::new(b.clone(), c.clone())
+        inner: StreamOrdered::new("ring", backend, move |s| {
+            RingPool::for_stream(b.clone(), c.clone(), s)
         }),
         cfg,
     }
