@@ -13,8 +13,8 @@
 //!   obstacle (cached). A block that does not fit there starts a new run in the
 //!   smallest free gap that fits, the first going round from the head among equals (in
 //!   a plain ring: the room the tail left at the bottom, a wrap). A block is never
-//!   split. Best fit on this slow path keeps the large gaps for large blocks: on the
-//!   bundled traces it held 2 to 15% less than taking the next gap going round.
+//!   split. Best fit on this slow path keeps the large gaps for large blocks (see
+//!   docs/DESIGN.md for what it changed on the bundled traces).
 //! - **The tail** is the oldest block. It retires (gives its bytes back to the ring)
 //!   when it is freed, and blocks freed earlier than their elders retire when they
 //!   reach the tail. A block freed on another stream waits until its events have
