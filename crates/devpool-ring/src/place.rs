@@ -408,6 +408,7 @@ impl Placement {
     /// Free a live block (checked as [`find`](Placement::find) does). With `waiting`,
     /// its bytes wait for [`retire`](Placement::retire) to see its events complete;
     /// without, the tail and the head retire what they can at once.
+    #[inline]
     pub fn free(
         &mut self,
         seq: u64,
