@@ -4,6 +4,7 @@
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use devpool::StrategySpec;
 use devpool_benches::RandomLoop;
 use devpool_core::{Allocator, MockBackend};
 use std::hint::black_box;
@@ -13,7 +14,10 @@ const STRATEGIES: &[&str] = &["direct", "slab", "buddy-virtual", "tlsf-virtual",
 fn pairs(c: &mut Criterion) {
     let mut g = c.benchmark_group("pair");
     for &s in STRATEGIES {
-        let alloc = devpool::build(s, MockBackend::shared()).expect("strategy");
+        let alloc = s
+            .parse::<StrategySpec>()
+            .expect("strategy")
+            .build(MockBackend::shared());
         for (label, size) in [
             ("4KiB", 4usize << 10),
             ("1MiB", 1 << 20),
@@ -33,7 +37,10 @@ fn pairs(c: &mut Criterion) {
 fn random(c: &mut Criterion) {
     let mut g = c.benchmark_group("random op 256B-16MiB");
     for &s in STRATEGIES {
-        let alloc = devpool::build(s, MockBackend::shared()).expect("strategy");
+        let alloc = s
+            .parse::<StrategySpec>()
+            .expect("strategy")
+            .build(MockBackend::shared());
         let mut l = RandomLoop::new(42, 256, 16 << 20, 1000);
         for _ in 0..20_000 {
             l.step(&*alloc);

@@ -5,7 +5,7 @@
 use crate::checked::Checked;
 use crate::size::Size;
 use arbitrary::{Arbitrary, Unstructured};
-use devpool::{build, Allocator, MockBackend, MockConfig, STRATEGIES};
+use devpool::{Allocator, MockBackend, MockConfig, STRATEGIES};
 use devpool_trace::{replay, Action, ReplayOptions, Trace, TraceEvent};
 
 /// Most events replayed from one input (keeps every run short).
@@ -52,6 +52,11 @@ impl Input {
     /// The strategy's name.
     pub fn strategy_name(&self) -> &'static str {
         STRATEGIES[self.strategy as usize % STRATEGIES.len()].name
+    }
+
+    /// The strategy.
+    pub fn strategy(&self) -> devpool::StrategySpec {
+        STRATEGIES[self.strategy as usize % STRATEGIES.len()].spec()
     }
 
     /// Device memory in bytes.
@@ -106,8 +111,8 @@ pub fn run(data: &[u8]) {
 pub fn check(input: &Input) {
     let name = input.strategy_name();
     let mock = MockBackend::shared_with(MockConfig::default().capacity(input.capacity_bytes()));
-    let alloc = build(name, mock.clone()).expect("every listed strategy builds");
-    let checked = Checked::new(alloc.as_ref(), name.starts_with("hybrid"));
+    let alloc = input.strategy().build(mock.clone());
+    let checked = Checked::new(alloc.as_ref(), input.strategy().hybrid().is_some());
     let trace = input.trace();
     let opts = ReplayOptions {
         timeline_points: 16,

@@ -195,7 +195,8 @@ mod tests {
     fn keeps_n_blocks_live_and_frees_them_all() {
         let mock = MockBackend::shared();
         // One stream, one thread, one route: the slab's peak is exact.
-        let a = devpool::build("slab", mock.clone()).unwrap();
+        let a = devpool::StrategySpec::Slab(devpool::slab::SlabConfig::geometric(4, 1 << 32))
+            .build(mock.clone());
         let r = live(&*a, 500, 2000, Duration::from_secs(60));
         assert_eq!((r.ops, r.failures), (4000, 0));
         let s = a.stats();

@@ -48,7 +48,10 @@ pub fn build(name: &str, target: &Target) -> Result<Box<dyn Allocator>, String> 
         (n, Target::Mock(_)) if BASELINES.contains(&n) => {
             Err(format!("{name} needs --backend cuda"))
         }
-        _ => devpool::build(name, target.backend()).map_err(|e| format!("strategy '{name}': {e}")),
+        _ => name
+            .parse::<devpool::StrategySpec>()
+            .map(|spec| spec.build(target.backend()))
+            .map_err(|e| e.to_string()),
     }
 }
 
@@ -57,7 +60,9 @@ pub fn build(name: &str, target: &Target) -> Result<Box<dyn Allocator>, String> 
 pub fn strategies(asked: &[String], args: &BackendArgs) -> Result<Vec<String>, String> {
     let known: Vec<&str> = devpool::STRATEGIES.iter().map(|s| s.name).collect();
     if asked.is_empty() {
-        let mut v: Vec<String> = known.iter().map(|s| s.to_string()).collect();
+        let mut v: Vec<String> = devpool::StrategySpec::listed()
+            .map(|s| s.to_string())
+            .collect();
         if args.backend == "cuda" {
             v.extend(BASELINES.iter().map(|s| s.to_string()));
         }

@@ -57,7 +57,7 @@ fn bench(c: &mut Criterion) {
     // SAFETY: a NUL-terminated literal.
     let rc = unsafe { devpool_configure(c"backend=mock;strategy=hybrid;log=off".as_ptr()) };
     assert_eq!(rc, DEVPOOL_OK);
-    let rust = devpool::build("hybrid", MockBackend::shared()).unwrap();
+    let rust = devpool::StrategySpec::default().build(MockBackend::shared());
     let null = stream(0);
 
     let mut g = c.benchmark_group("pair");
@@ -170,7 +170,7 @@ impl Live {
         let mut l = Live {
             ffi,
             device,
-            rust: devpool::build("hybrid", MockBackend::shared()).unwrap(),
+            rust: devpool::StrategySpec::default().build(MockBackend::shared()),
             ptrs: Vec::new(),
             blocks: Vec::new(),
             sizes,

@@ -2,9 +2,9 @@
 //!
 //! | key | values | default |
 //! |---|---|---|
-//! | `strategy` | any name of [`devpool::STRATEGIES`] | `hybrid` |
-//! | `backend` | `cuda` (the device's primary context) or `mock` (CPU stand-in, for tests) | `cuda` |
-//! | `small_max` | bytes (`1M`, `512K`...): the hybrid router sends requests up to this size to its slab | the preset's (1 MiB) |
+//! | `strategy` | any name of [`devpool::STRATEGIES`] ([`StrategySpec`]) | `hybrid` |
+//! | `backend` | [`BackendKind`]: `cuda` (the device's primary context) or `mock` (CPU stand-in, for tests) | `cuda` |
+//! | `small_max` | bytes (`1M`, `512K`...): the hybrid router sends requests up to this size to its slab | the preset's (64 KiB; 1 MiB for `hybrid-buddy`) |
 //! | `huge_min` | bytes, or `off`: the hybrid router gives requests from this size their own region | the preset's |
 //! | `mock_capacity` | bytes: the device memory of each mock device | `141G` |
 //! | `log` | `off`, `once` (the first message of each kind of misuse), `all` | `once` |
@@ -12,26 +12,8 @@
 //! Sizes are integers with an optional binary suffix (`K`, `M`, `G`, `T`, with or
 //! without `iB`), case-insensitive. Spaces around keys and values are ignored.
 
+use devpool::{BackendKind, StrategySpec, UnknownBackend, UnknownStrategy, STRATEGIES};
 use std::fmt;
-
-/// Where the memory comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendKind {
-    /// The CUDA driver, on the device's primary context.
-    Cuda,
-    /// [`devpool_core::MockBackend`]: fake addresses, no GPU. For tests.
-    Mock,
-}
-
-impl BackendKind {
-    /// The name used in configuration strings.
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendKind::Cuda => "cuda",
-            BackendKind::Mock => "mock",
-        }
-    }
-}
 
 /// How much misuse (bad frees, out of memory) is reported on standard error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +27,8 @@ pub enum LogMode {
 }
 
 impl LogMode {
+    const ALL: [LogMode; 3] = [LogMode::Off, LogMode::Once, LogMode::All];
+
     fn name(self) -> &'static str {
         match self {
             LogMode::Off => "off",
@@ -54,20 +38,84 @@ impl LogMode {
     }
 }
 
+/// Why a configuration string was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// An item without `=`.
+    #[error("`{0}` is not a key=value pair")]
+    NotAPair(String),
+    /// A key of no setting.
+    #[error("unknown key `{0}` (strategy, backend, small_max, huge_min, mock_capacity, log)")]
+    UnknownKey(String),
+    /// A strategy name not in [`devpool::STRATEGIES`].
+    #[error(transparent)]
+    Strategy(#[from] UnknownStrategy),
+    /// A backend other than `cuda` and `mock`.
+    #[error(transparent)]
+    Backend(#[from] UnknownBackend),
+    /// A log mode other than `off`, `once` and `all`.
+    #[error("unknown log mode `{0}` (off, once, all)")]
+    LogMode(String),
+    /// A value that is not a byte count.
+    #[error("{key}: `{value}` is not a byte count (e.g. 1048576, 512K, 1M, 2GiB)")]
+    NotASize {
+        /// The key.
+        key: String,
+        /// The value, cut to 64 characters.
+        value: String,
+    },
+    /// `small_max` or `huge_min` with a strategy that is not a hybrid.
+    #[error("small_max and huge_min apply to the hybrid strategies ({hybrids}), not `{strategy}`", hybrids = hybrid_names())]
+    NotHybrid {
+        /// The strategy named.
+        strategy: &'static str,
+    },
+    /// `small_max` out of range.
+    #[error("small_max {0} must lie in 256 B ..= 4 GiB")]
+    SmallMax(usize),
+    /// `huge_min` at or below `small_max`.
+    #[error("huge_min {huge_min} must be above small_max {small_max}")]
+    HugeBelowSmall {
+        /// The huge route's threshold.
+        huge_min: usize,
+        /// The small route's threshold.
+        small_max: usize,
+    },
+    /// A mock device of no memory.
+    #[error("mock_capacity must be above zero")]
+    NoCapacity,
+}
+
+/// The names of the hybrid strategies, for messages.
+fn hybrid_names() -> String {
+    let names: Vec<&str> = STRATEGIES
+        .iter()
+        .filter(|s| s.spec().hybrid().is_some())
+        .map(|s| s.name)
+        .collect();
+    names.join(", ")
+}
+
+/// At most 64 characters of a value echoed back in a message.
+fn cut(value: &str) -> String {
+    value.chars().take(64).collect()
+}
+
 /// The settings every device's allocator is built from.
 ///
 /// ```
 /// use devpool_ffi::{BackendKind, Config};
 /// let mut cfg = Config::default();
 /// cfg.apply("strategy=slab; backend=mock").unwrap();
-/// assert_eq!((cfg.strategy.as_str(), cfg.backend), ("slab", BackendKind::Mock));
+/// assert_eq!((cfg.strategy.name(), cfg.backend), ("slab", BackendKind::Mock));
 /// assert!(cfg.apply("strategy=nonsense").is_err());
-/// assert_eq!(cfg.strategy, "slab"); // a rejected string changes nothing
+/// assert_eq!(cfg.strategy.name(), "slab"); // a rejected string changes nothing
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Config {
-    /// The strategy's name, one of [`devpool::STRATEGIES`].
-    pub strategy: String,
+    /// The strategy a name of [`devpool::STRATEGIES`] denotes; the thresholds below
+    /// apply over it ([`Config::spec`]).
+    pub strategy: StrategySpec,
     /// Where the memory comes from.
     pub backend: BackendKind,
     /// Hybrid strategies: the largest request sent to the slab.
@@ -84,7 +132,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            strategy: "hybrid".to_string(),
+            strategy: StrategySpec::default(),
             backend: BackendKind::Cuda,
             small_max: None,
             huge_min: None,
@@ -94,14 +142,11 @@ impl Default for Config {
     }
 }
 
-/// The hybrid strategies, whose thresholds `small_max` and `huge_min` set.
-pub(crate) const HYBRIDS: &[&str] = &["hybrid", "hybrid-inference", "hybrid-buddy"];
-
 impl Config {
     /// Apply a configuration string over these settings: keys it names change, the
-    /// others keep their value. On error nothing changes and the message says which
+    /// others keep their value. On error nothing changes and the error says which
     /// pair is wrong.
-    pub fn apply(&mut self, text: &str) -> Result<(), String> {
+    pub fn apply(&mut self, text: &str) -> Result<(), ConfigError> {
         let mut next = self.clone();
         for item in text.split(';') {
             let item = item.trim();
@@ -110,7 +155,7 @@ impl Config {
             }
             let (key, value) = item
                 .split_once('=')
-                .ok_or_else(|| format!("`{item}` is not a key=value pair"))?;
+                .ok_or_else(|| ConfigError::NotAPair(cut(item)))?;
             next.set(key.trim(), value.trim())?;
         }
         next.validate()?;
@@ -118,25 +163,25 @@ impl Config {
         Ok(())
     }
 
-    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+    /// The strategy to build: [`strategy`](Config::strategy) with the thresholds
+    /// applied.
+    pub fn spec(&self) -> StrategySpec {
+        let mut spec = self.strategy.clone();
+        if let Some(h) = spec.hybrid_mut() {
+            if let Some(s) = self.small_max {
+                *h = h.clone().small_max(s);
+            }
+            if let Some(m) = self.huge_min {
+                *h = h.clone().huge_min(m);
+            }
+        }
+        spec
+    }
+
+    fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         match key {
-            "strategy" => {
-                if !devpool::STRATEGIES.iter().any(|s| s.name == value) {
-                    let names: Vec<&str> = devpool::STRATEGIES.iter().map(|s| s.name).collect();
-                    return Err(format!(
-                        "unknown strategy `{value}` (known: {})",
-                        names.join(", ")
-                    ));
-                }
-                self.strategy = value.to_string();
-            }
-            "backend" => {
-                self.backend = match value {
-                    "cuda" => BackendKind::Cuda,
-                    "mock" => BackendKind::Mock,
-                    _ => return Err(format!("unknown backend `{value}` (cuda or mock)")),
-                }
-            }
+            "strategy" => self.strategy = value.parse::<StrategySpec>()?,
+            "backend" => self.backend = value.parse::<BackendKind>()?,
             "small_max" => self.small_max = Some(parse_size(key, value)?),
             "huge_min" => {
                 self.huge_min = Some(if value.eq_ignore_ascii_case("off") {
@@ -147,43 +192,38 @@ impl Config {
             }
             "mock_capacity" => self.mock_capacity = parse_size(key, value)? as u64,
             "log" => {
-                self.log = match value {
-                    "off" => LogMode::Off,
-                    "once" => LogMode::Once,
-                    "all" => LogMode::All,
-                    _ => return Err(format!("unknown log mode `{value}` (off, once, all)")),
-                }
+                self.log = LogMode::ALL
+                    .into_iter()
+                    .find(|m| m.name() == value)
+                    .ok_or_else(|| ConfigError::LogMode(cut(value)))?
             }
-            _ => {
-                return Err(format!(
-                "unknown key `{key}` (strategy, backend, small_max, huge_min, mock_capacity, log)"
-            ))
-            }
+            _ => return Err(ConfigError::UnknownKey(cut(key))),
         }
         Ok(())
     }
 
-    fn validate(&self) -> Result<(), String> {
-        let hybrid = HYBRIDS.contains(&self.strategy.as_str());
+    fn validate(&self) -> Result<(), ConfigError> {
+        let hybrid = self.strategy.hybrid().is_some();
         if !hybrid && (self.small_max.is_some() || self.huge_min.is_some()) {
-            return Err(format!(
-                "small_max and huge_min apply to the hybrid strategies ({}), not `{}`",
-                HYBRIDS.join(", "),
-                self.strategy
-            ));
+            return Err(ConfigError::NotHybrid {
+                strategy: self.strategy.name(),
+            });
         }
         if let Some(s) = self.small_max {
             if !(256..=1 << 32).contains(&s) {
-                return Err(format!("small_max {s} must lie in 256 B ..= 4 GiB"));
+                return Err(ConfigError::SmallMax(s));
             }
             if let Some(h) = self.huge_min {
                 if h <= s {
-                    return Err(format!("huge_min {h} must be above small_max {s}"));
+                    return Err(ConfigError::HugeBelowSmall {
+                        huge_min: h,
+                        small_max: s,
+                    });
                 }
             }
         }
         if self.mock_capacity == 0 {
-            return Err("mock_capacity must be above zero".to_string());
+            return Err(ConfigError::NoCapacity);
         }
         Ok(())
     }
@@ -192,12 +232,7 @@ impl Config {
 impl fmt::Display for Config {
     /// The settings as a configuration string that [`Config::apply`] reads back.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "strategy={};backend={}",
-            self.strategy,
-            self.backend.name()
-        )?;
+        write!(f, "strategy={};backend={}", self.strategy, self.backend)?;
         if let Some(s) = self.small_max {
             write!(f, ";small_max={s}")?;
         }
@@ -214,7 +249,7 @@ impl fmt::Display for Config {
 }
 
 /// Parse a byte count: digits and an optional binary suffix.
-fn parse_size(key: &str, value: &str) -> Result<usize, String> {
+fn parse_size(key: &str, value: &str) -> Result<usize, ConfigError> {
     let lower = value.to_ascii_lowercase();
     let body = lower
         .strip_suffix("ib")
@@ -227,7 +262,10 @@ fn parse_size(key: &str, value: &str) -> Result<usize, String> {
         Some('t') => (&body[..body.len() - 1], 40),
         _ => (body, 0),
     };
-    let bad = || format!("{key}: `{value}` is not a byte count (e.g. 1048576, 512K, 1M, 2GiB)");
+    let bad = || ConfigError::NotASize {
+        key: key.to_string(),
+        value: cut(value),
+    };
     let n: usize = digits.trim().parse().map_err(|_| bad())?;
     n.checked_mul(1usize << shift).ok_or_else(bad)
 }
@@ -263,7 +301,7 @@ mod tests {
         c.apply(" backend = mock ;; log=off ").unwrap();
         assert_eq!(c.backend, BackendKind::Mock);
         assert_eq!(c.log, LogMode::Off);
-        assert_eq!(c.strategy, "hybrid");
+        assert_eq!(c.strategy, StrategySpec::default());
         c.apply("small_max=256K;huge_min=off").unwrap();
         assert_eq!(
             (c.small_max, c.huge_min),
@@ -317,7 +355,7 @@ mod tests {
         for s in devpool::STRATEGIES {
             let mut c = Config::default();
             c.apply(&format!("strategy={}", s.name)).unwrap();
-            assert_eq!(c.strategy, s.name);
+            assert_eq!(c.strategy.name(), s.name);
         }
     }
 }

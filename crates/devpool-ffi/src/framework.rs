@@ -93,7 +93,7 @@ pub unsafe extern "C" fn devpool_device_stats(
 }
 
 /// The statistics of `device` (zeros when it has no allocator yet).
-pub(crate) fn device_stats(device: c_int) -> Result<DevpoolDeviceStats, String> {
+pub(crate) fn device_stats(device: c_int) -> Result<DevpoolDeviceStats, registry::DeviceError> {
     let ordinal = registry::ordinal(device)?;
     let mut s = DevpoolDeviceStats {
         struct_size: size_of::<DevpoolDeviceStats>() as u64,

@@ -78,9 +78,10 @@ pub use api::{
     devpool_configure, devpool_free, devpool_last_error, devpool_malloc, devpool_record_stream,
     devpool_stats_json, devpool_string_free, devpool_trim, devpool_version, CudaStream,
 };
-pub use config::{BackendKind, Config, LogMode};
+pub use config::{Config, ConfigError, LogMode};
 pub use counters::Counter;
 pub use cupy::{devpool_cupy_free, devpool_cupy_malloc};
+pub use devpool::BackendKind;
 pub use framework::{
     devpool_block_info, devpool_cuda_device_count, devpool_device_stats,
     devpool_enable_peer_access, devpool_release, devpool_reset_peak_stats, DevpoolDeviceStats,

@@ -6,12 +6,13 @@
 //! lock, which also freezes the settings: once a device exists, `devpool_configure`
 //! answers [`DEVPOOL_ERR_TOO_LATE`](crate::DEVPOOL_ERR_TOO_LATE).
 
-use crate::config::{BackendKind, Config, HYBRIDS};
+use crate::config::{Config, ConfigError};
 use crate::counters::LiveCounters;
 use crate::report::{fail, set_log_mode, Kind};
 use crate::table::PtrTable;
-use devpool::hybrid::{HybridConfig, HybridPool};
-use devpool_core::{Allocator, Backend, MockBackend, MockConfig, StreamOrdered};
+use devpool::hybrid::HybridPool;
+use devpool::{BackendKind, StrategySpec};
+use devpool_core::{Allocator, Backend, BackendError, MockBackend, MockConfig, StreamOrdered};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -53,7 +54,7 @@ fn settings() -> &'static Mutex<Settings> {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum ConfigureError {
     /// It does not parse, or names values that do not fit together.
-    Invalid(String),
+    Invalid(ConfigError),
     /// A device's allocator exists already.
     TooLate,
 }
@@ -115,12 +116,28 @@ impl Device {
     }
 }
 
+/// Why a device's allocator is not there.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DeviceError {
+    /// An ordinal outside `0..MAX_DEVICES`.
+    #[error("device {0} is out of range (0..{MAX_DEVICES})")]
+    OutOfRange(i64),
+    /// The CUDA backend of the device could not be opened.
+    #[error("device {ordinal}: CUDA backend: {source}")]
+    Cuda {
+        /// The ordinal.
+        ordinal: usize,
+        /// What the driver said.
+        source: BackendError,
+    },
+}
+
 /// A device ordinal from C, checked.
-pub(crate) fn ordinal(device: i32) -> Result<usize, String> {
+pub(crate) fn ordinal(device: i32) -> Result<usize, DeviceError> {
     usize::try_from(device)
         .ok()
         .filter(|&d| d < MAX_DEVICES)
-        .ok_or_else(|| format!("device {device} is out of range (0..{MAX_DEVICES})"))
+        .ok_or(DeviceError::OutOfRange(device.into()))
 }
 
 /// The device if its allocator exists already.
@@ -147,7 +164,7 @@ pub(crate) fn all_existing() -> impl Iterator<Item = &'static Device> {
 /// The device, made now if it is the first use. A device that cannot be made (no
 /// CUDA device with that ordinal, say) is not remembered: the next call tries again.
 #[inline]
-pub(crate) fn device(ordinal: usize) -> Result<&'static Device, String> {
+pub(crate) fn device(ordinal: usize) -> Result<&'static Device, DeviceError> {
     if let Some(d) = existing(ordinal) {
         return Ok(d);
     }
@@ -155,20 +172,19 @@ pub(crate) fn device(ordinal: usize) -> Result<&'static Device, String> {
 }
 
 #[cold]
-fn make(ordinal: usize) -> Result<&'static Device, String> {
+fn make(ordinal: usize) -> Result<&'static Device, DeviceError> {
     let slot = DEVICES
         .get(ordinal)
-        .ok_or_else(|| format!("device {ordinal} is out of range (0..{MAX_DEVICES})"))?;
+        .ok_or(DeviceError::OutOfRange(ordinal as i64))?;
     let mut s = settings().lock();
     if let Some(d) = slot.get() {
         return Ok(d);
     }
     let cfg = s.cfg.clone();
     let backend = make_backend(&cfg, ordinal)?;
-    let engine = make_engine(&cfg, backend).map_err(|e| format!("device {ordinal}: {e}"))?;
     let dev = Device {
         ordinal: ordinal as u32,
-        engine,
+        engine: make_engine(&cfg, backend),
         table: PtrTable::new(),
         misuse: Misuse::default(),
         live: LiveCounters::default(),
@@ -176,17 +192,16 @@ fn make(ordinal: usize) -> Result<&'static Device, String> {
     };
     s.frozen = true;
     // Only this thread sets slots, under the settings lock, and the slot was empty.
-    let _ = slot.set(dev);
+    let dev = slot.get_or_init(|| dev);
     MADE.fetch_or(1 << ordinal, Ordering::Release);
-    slot.get()
-        .ok_or_else(|| format!("device {ordinal}: the allocator could not be kept"))
+    Ok(dev)
 }
 
-fn make_backend(cfg: &Config, ordinal: usize) -> Result<Arc<dyn Backend>, String> {
+fn make_backend(cfg: &Config, ordinal: usize) -> Result<Arc<dyn Backend>, DeviceError> {
     match cfg.backend {
         BackendKind::Cuda => match devpool_cuda::CudaBackend::get(ordinal as u32) {
             Ok(b) => Ok(b),
-            Err(e) => Err(format!("device {ordinal}: CUDA backend: {e}")),
+            Err(source) => Err(DeviceError::Cuda { ordinal, source }),
         },
         BackendKind::Mock => {
             let mock = MockConfig::default()
@@ -197,26 +212,9 @@ fn make_backend(cfg: &Config, ordinal: usize) -> Result<Arc<dyn Backend>, String
     }
 }
 
-fn make_engine(cfg: &Config, backend: Arc<dyn Backend>) -> Result<Engine, String> {
-    let name = cfg.strategy.as_str();
-    if !HYBRIDS.contains(&name) {
-        return devpool::build(name, backend)
-            .map(Engine::Other)
-            .map_err(|e| format!("strategy `{name}`: {e}"));
+fn make_engine(cfg: &Config, backend: Arc<dyn Backend>) -> Engine {
+    match cfg.spec() {
+        StrategySpec::Hybrid(h) => Engine::Hybrid(Box::new(devpool::hybrid::hybrid(backend, h))),
+        spec => Engine::Other(spec.build(backend)),
     }
-    let mut h = match name {
-        "hybrid-inference" => HybridConfig::inference(),
-        "hybrid-buddy" => HybridConfig::with_buddy(),
-        _ => HybridConfig::training(),
-    };
-    if let Some(s) = cfg.small_max {
-        h.small_max = s;
-        h.slab = devpool::slab::SlabConfig::geometric(4, s);
-    }
-    if let Some(m) = cfg.huge_min {
-        h.huge_min = m;
-    }
-    Ok(Engine::Hybrid(Box::new(devpool::hybrid::hybrid(
-        backend, h,
-    ))))
 }

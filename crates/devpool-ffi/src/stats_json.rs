@@ -29,7 +29,7 @@ use std::sync::atomic::Ordering::Relaxed;
 ///
 /// A device without an allocator yet gives `device`, `initialized: false` and the
 /// `config` a first allocation would use.
-pub(crate) fn stats_json(device: i32) -> Result<String, String> {
+pub(crate) fn stats_json(device: i32) -> Result<String, StatsError> {
     let ordinal = registry::ordinal(device)?;
     let value = match registry::existing(ordinal) {
         Some(dev) => of_device(dev),
@@ -39,7 +39,18 @@ pub(crate) fn stats_json(device: i32) -> Result<String, String> {
             "config": registry::current_config().to_string(),
         }),
     };
-    serde_json::to_string(&value).map_err(|e| format!("devpool_stats_json: {e}"))
+    Ok(serde_json::to_string(&value)?)
+}
+
+/// Why no statistics came back.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StatsError {
+    /// A bad ordinal.
+    #[error(transparent)]
+    Device(#[from] registry::DeviceError),
+    /// The statistics did not serialize.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
 }
 
 fn of_device(dev: &Device) -> Value {
@@ -52,7 +63,7 @@ fn of_device(dev: &Device) -> Value {
     json!({
         "device": dev.ordinal,
         "initialized": true,
-        "strategy": dev.config.strategy,
+        "strategy": dev.config.strategy.name(),
         "backend": alloc.backend().name(),
         "config": dev.config.to_string(),
         "stats": alloc.stats(),

@@ -1,5 +1,5 @@
 //! The C example builds with a C compiler against `devpool.h` and the shared
-//! library, and passes its own checks on the mock backend with every strategy. The
+//! library, and passes its own checks on the mock backend with every listed strategy. The
 //! header also compiles as C99 with `-pedantic` and as C++. Skipped, with a
 //! message, where there is no compiler.
 
@@ -89,7 +89,9 @@ fn the_c_example_builds_and_passes_with_every_strategy() {
         "{cc} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for s in devpool::STRATEGIES {
+    // The example allocates up to 64 MiB: every listed strategy serves that (the
+    // fixed-size pool, unlisted, refuses what its one block size does not hold).
+    for s in devpool::STRATEGIES.iter().filter(|s| s.listed) {
         let run = Command::new(&exe)
             .args(["mock", s.name])
             .env_remove("DEVPOOL_CONFIG")

@@ -5,7 +5,7 @@ use devpool_slab::SlabConfig;
 use devpool_tlsf::{Mode as TlsfMode, TlsfConfig};
 
 /// The strategy of the large route.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum LargeStrategy {
     /// TLSF best fit, blocks packed in one virtual range (or regions without
     /// virtual memory).
@@ -15,7 +15,7 @@ pub enum LargeStrategy {
 }
 
 /// Where the router draws its lines.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct HybridConfig {
     /// Requests up to this many bytes go to the slab.
     pub small_max: usize,
@@ -27,19 +27,6 @@ pub struct HybridConfig {
     /// The large route.
     pub large: LargeStrategy,
 }
-
-/// The named presets: `(name, what it is for)`.
-pub const PRESETS: &[(&str, &str)] = &[
-    (
-        "training",
-        "slab up to 1 MiB, TLSF over virtual memory above: least memory held on training traces",
-    ),
-    (
-        "inference",
-        "slab up to 1 MiB, TLSF above, blocks of 1 GiB and more in their own regions",
-    ),
-    ("buddy", "slab up to 1 MiB, buddy in virtual mode above"),
-];
 
 impl HybridConfig {
     /// Training: slab up to 64 KiB, TLSF over a virtual range above. On the bundled
@@ -82,14 +69,27 @@ impl HybridConfig {
         }
     }
 
-    /// A preset by name (see [`PRESETS`]).
-    pub fn preset(name: &str) -> Option<Self> {
-        match name {
-            "training" => Some(Self::training()),
-            "inference" => Some(Self::inference()),
-            "buddy" => Some(Self::with_buddy()),
-            _ => None,
-        }
+    /// Another threshold of the small route: requests up to `bytes` go to the slab,
+    /// whose largest class is raised or lowered to cover them (its other settings
+    /// stay).
+    ///
+    /// ```
+    /// use devpool_hybrid::HybridConfig;
+    /// let h = HybridConfig::training().small_max(256 << 10);
+    /// assert_eq!(h.small_max, 256 << 10);
+    /// assert_eq!(*h.slab.class_sizes().last().unwrap(), 256 << 10);
+    /// ```
+    pub fn small_max(mut self, bytes: usize) -> Self {
+        self.small_max = bytes;
+        self.slab = self.slab.up_to(bytes);
+        self
+    }
+
+    /// Another threshold of the huge route: requests of at least `bytes` get their
+    /// own backend region (`usize::MAX`: never).
+    pub fn huge_min(mut self, bytes: usize) -> Self {
+        self.huge_min = bytes;
+        self
     }
 }
 

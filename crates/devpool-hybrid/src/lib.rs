@@ -26,5 +26,5 @@
 mod config;
 mod pool;
 
-pub use config::{HybridConfig, LargeStrategy, PRESETS};
+pub use config::{HybridConfig, LargeStrategy};
 pub use pool::{hybrid, route_stats, HybridPool, Route, RouteStats};

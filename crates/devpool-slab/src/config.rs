@@ -93,6 +93,26 @@ impl SlabConfig {
         SlabConfig::custom([block_size])
     }
 
+    /// The same settings with classes up to the first of at least `max_size` bytes:
+    /// geometric classes keep their spacing; an explicit list becomes 4 geometric
+    /// classes per power of two.
+    ///
+    /// ```
+    /// use devpool_slab::SlabConfig;
+    /// let cfg = SlabConfig::geometric(8, 1 << 20).keep_empty(1).up_to(64 << 10);
+    /// assert_eq!(cfg, SlabConfig::geometric(8, 64 << 10).keep_empty(1));
+    /// ```
+    pub fn up_to(self, max_size: usize) -> Self {
+        let per = match self.spec {
+            ClassSpec::Geometric { per_pow2_log, .. } => 1 << per_pow2_log,
+            ClassSpec::List(_) => 4,
+        };
+        SlabConfig {
+            spec: SlabConfig::geometric(per, max_size).spec,
+            ..self
+        }
+    }
+
     /// Slabs are at least this many bytes, and their sizes a multiple of it (rounded
     /// up to a power of two, 4 KiB to 512 MiB; default 2 MiB).
     pub fn min_slab_bytes(mut self, bytes: usize) -> Self {

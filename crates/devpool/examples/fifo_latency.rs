@@ -8,7 +8,7 @@
 //! cargo run --release -p devpool --example fifo_latency -- [STRATEGY,...]
 //! ```
 use devpool::core::Rng;
-use devpool::{build, Allocator, Block, MockBackend, Request};
+use devpool::{Allocator, Block, MockBackend, Request, StrategySpec};
 use std::collections::VecDeque;
 use std::time::Instant;
 
@@ -74,10 +74,11 @@ fn main() {
     let allocs: Vec<Box<dyn Allocator>> = names
         .iter()
         .map(|n| {
-            build(n, MockBackend::shared()).unwrap_or_else(|e| {
-                eprintln!("{n}: {e}");
+            let spec: StrategySpec = n.parse().unwrap_or_else(|e| {
+                eprintln!("{e}");
                 std::process::exit(2)
-            })
+            });
+            spec.build(MockBackend::shared())
         })
         .collect();
     let mut fifos: Vec<Fifo> = names.iter().map(|_| Fifo::new()).collect();

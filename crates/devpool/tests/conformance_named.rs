@@ -1,16 +1,16 @@
-//! The whole core conformance suite on every strategy exactly as `build` makes it
-//! by name: what the command-line tool and the C ABI hand their users.
-use devpool::{build, MockBackend, STRATEGIES};
+//! The whole core conformance suite on every strategy exactly as its name builds it:
+//! what the command-line tool and the C ABI hand their users.
+use devpool::{MockBackend, StrategySpec, STRATEGIES};
 use std::sync::Arc;
 
 macro_rules! named {
-    ($($module:ident => $name:literal),* $(,)?) => {
+    ($($module:ident => $name:literal $(, max_size = $max:expr)?);* $(;)?) => {
         $(
             mod $module {
                 use super::*;
                 devpool_core::conformance_tests!(|mock: Arc<MockBackend>| {
-                    build($name, mock).expect($name)
-                });
+                    $name.parse::<StrategySpec>().expect($name).build(mock)
+                } $(, max_size = $max)?);
             }
         )*
         /// The names the modules above test.
@@ -19,21 +19,24 @@ macro_rules! named {
 }
 
 named! {
-    direct => "direct",
-    slab => "slab",
-    buddy_region => "buddy-region",
-    buddy_virtual => "buddy-virtual",
-    tlsf_region => "tlsf-region",
-    tlsf_virtual => "tlsf-virtual",
-    arena => "arena",
-    ring => "ring",
-    hybrid => "hybrid",
-    hybrid_inference => "hybrid-inference",
-    hybrid_buddy => "hybrid-buddy",
+    direct => "direct";
+    slab => "slab";
+    buddy_region => "buddy-region";
+    buddy_virtual => "buddy-virtual";
+    tlsf_region => "tlsf-region";
+    tlsf_virtual => "tlsf-virtual";
+    arena => "arena";
+    ring => "ring";
+    hybrid => "hybrid";
+    hybrid_inference => "hybrid-inference";
+    hybrid_buddy => "hybrid-buddy";
+    fixed => "fixed", max_size = devpool::FIXED_BLOCK_SIZE;
+    buddy => "buddy";
+    tlsf => "tlsf";
 }
 
 #[test]
-fn every_listed_strategy_runs_the_suite() {
-    let listed: Vec<&str> = STRATEGIES.iter().map(|s| s.name).collect();
-    assert_eq!(listed, TESTED, "add new strategies to the list above");
+fn every_named_strategy_runs_the_suite() {
+    let named: Vec<&str> = STRATEGIES.iter().map(|s| s.name).collect();
+    assert_eq!(named, TESTED, "add new strategies to the list above");
 }
