@@ -36,7 +36,7 @@ fn main() {
         ("virtual", BuddyConfig::virtual_ranges()),
     ] {
         for size in [2usize << 20, 64 << 20] {
-            let a = buddy(MockBackend::shared(), cfg);
+            let a = buddy(MockBackend::shared(), cfg.clone());
             let ns = best_ns(
                 || {
                     a.free(black_box(a.alloc(black_box(size)).unwrap()))

@@ -11,7 +11,7 @@
 //! cargo run --release -p devpool-buddy --example trace_frag [TRACE_DIR]
 //! ```
 
-use devpool_buddy::{buddy, BuddyConfig, UnmapPolicy};
+use devpool_buddy::{buddy, BuddyConfig, VmConfig};
 use devpool_core::{Allocator, Backend, Block, MockBackend, Request, StreamId};
 use flate2::read::GzDecoder;
 use std::collections::HashMap;
@@ -134,14 +134,7 @@ fn main() {
                 .join("../../traces")
                 .to_path_buf()
         });
-    let no_high_water = UnmapPolicy {
-        keep_high_water: false,
-        ..UnmapPolicy::default()
-    };
-    let slack = |fraction: f64| UnmapPolicy {
-        slack_fraction: fraction,
-        ..UnmapPolicy::default()
-    };
+    let cache = |floor: usize, fraction: f64| VmConfig::default().cache(floor, fraction);
     let runs: Vec<(&str, BuddyConfig)> = vec![
         ("region", BuddyConfig::region()),
         (
@@ -162,23 +155,16 @@ fn main() {
             BuddyConfig::virtual_ranges().quick_depth(0),
         ),
         (
-            "virtual, slack 0",
-            BuddyConfig::virtual_ranges().unmap_policy(UnmapPolicy {
-                slack_min: 0,
-                ..slack(0.0)
-            }),
+            "virtual, no cache floor",
+            BuddyConfig::virtual_ranges().pages(cache(0, 0.0)),
         ),
         (
-            "virtual, slack 1/16",
-            BuddyConfig::virtual_ranges().unmap_policy(slack(1.0 / 16.0)),
+            "virtual, floor 1/16",
+            BuddyConfig::virtual_ranges().pages(cache(32 << 20, 1.0 / 16.0)),
         ),
         (
-            "virtual, slack 1/8",
-            BuddyConfig::virtual_ranges().unmap_policy(slack(1.0 / 8.0)),
-        ),
-        (
-            "virtual, no high-water",
-            BuddyConfig::virtual_ranges().unmap_policy(no_high_water),
+            "virtual, chunks of 8 pages",
+            BuddyConfig::virtual_ranges().pages(VmConfig::default().chunk_pages(8)),
         ),
     ];
     println!(
@@ -207,7 +193,7 @@ fn main() {
         let peak = peak_live(&ops);
         println!("{name:<20} {:<30} {:>10}", "(peak live bytes)", peak);
         for (label, cfg) in &runs {
-            let o = replay(&ops, *cfg);
+            let o = replay(&ops, cfg.clone());
             let per_k = |x: u64| x as f64 * 1000.0 / o.ops as f64;
             println!(
                 "{:<20} {:<30} {:>10} {:>8.3} {:>9.2} {:>11.2} {:>9.2} {:>11.2} {:>12.2} {:>8.0}{}",

@@ -1,12 +1,12 @@
 //! Arenas: the spans a pool runs the buddy algorithm over, and the pool's state behind
 //! its lock.
 
-use crate::pages::Pages;
 use crate::rounding::Rounding;
 use crate::tree::Tree;
 use devpool_core::{Gauge, Stats};
+use devpool_vm::{PageLayer, RangeId};
 
-/// One arena: a backend region, or a reserved virtual range with its page state.
+/// One arena: a backend region, or a reserved range of the page layer.
 pub(crate) struct Arena {
     /// First address.
     pub base: u64,
@@ -14,8 +14,8 @@ pub(crate) struct Arena {
     pub order: u32,
     /// The root block's node.
     pub root: u32,
-    /// Page state (virtual ranges only).
-    pub pages: Option<Pages>,
+    /// The page layer's range (virtual mode only).
+    pub range: Option<RangeId>,
 }
 
 impl Arena {
@@ -23,19 +23,6 @@ impl Arena {
     pub fn size(&self) -> u64 {
         1 << self.order
     }
-}
-
-/// Page counts of a virtual pool, kept in step with the arenas' bitmaps.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct PageCounts {
-    /// Pages mapped.
-    pub mapped: usize,
-    /// Pages in use (touched by a live block).
-    pub used: usize,
-    /// Pages mapped and not in use.
-    pub unused: usize,
-    /// The most pages in use at once since the last trim.
-    pub high_water: usize,
 }
 
 /// Counts of live blocks and bytes, kept under the pool's lock (plain adds: cheaper
@@ -96,7 +83,8 @@ pub(crate) struct Inner {
     pub arenas: Vec<Option<Arena>>,
     /// Indices of the arenas, by base address.
     pub by_base: Vec<u32>,
-    pub pages: PageCounts,
+    /// Ranges, pages and the unmapping policy (virtual mode).
+    pub vm: PageLayer,
     /// Live blocks and bytes, counted under the lock.
     pub tally: Tally,
     /// Bytes of the buddy blocks under live blocks (powers of two).
@@ -104,12 +92,12 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    pub fn new(quick_depth: u32, track: bool, rounding: Rounding) -> Self {
+    pub fn new(quick_depth: u32, track: bool, rounding: Rounding, vm: PageLayer) -> Self {
         Inner {
             tree: Tree::new(quick_depth, track, rounding),
             arenas: Vec::new(),
             by_base: Vec::new(),
-            pages: PageCounts::default(),
+            vm,
             tally: Tally::default(),
             block_bytes: 0,
         }
@@ -165,13 +153,5 @@ impl Inner {
                 .filter(|a| addr >= a.base && addr - a.base < a.size())
                 .map(|_| i as u32)
         })
-    }
-
-    /// The arena, page index and page count of `node`'s first `n` pages.
-    #[inline]
-    pub fn page_of(&self, node: u32, page_order: u32) -> (u32, usize) {
-        let n = self.tree.node(node);
-        let a = self.arena(n.arena);
-        (n.arena, ((n.addr - a.base) >> page_order) as usize)
     }
 }

@@ -1,6 +1,7 @@
-//! [`BuddyConfig`]: block sizes, arena sizes, the mode, and the unmap policy.
+//! [`BuddyConfig`]: block sizes, arena sizes, the mode, and the page layer's settings.
 
 use crate::rounding::Rounding;
+use devpool_vm::VmConfig;
 
 /// Where a buddy pool's arenas come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -16,46 +17,6 @@ pub enum BuddyMode {
     Auto,
 }
 
-/// When unused mapped pages are given back in virtual mode.
-///
-/// A page is *in use* while a live block's bytes touch it, and *unused* while it is
-/// mapped but no live block touches it: freed blocks keep their pages mapped, so a
-/// later block placed there maps nothing. Unused pages are unmapped:
-///
-/// - by [`trim`](devpool_core::Pool::trim): every unused page;
-/// - under memory pressure: when a `map` fails for lack of memory, every unused page,
-///   then the `map` is tried once more;
-/// - to keep the mapped total bounded: before mapping new pages and after each free,
-///   while the mapped pages would exceed a limit. The limit is a base plus a slack:
-///   the base is the high-water mark of pages in use since the last trim (with
-///   `keep_high_water`; otherwise the pages in use now), the slack is
-///   `slack_fraction` of the base, at least `slack_min` bytes. Unused pages go in
-///   batches, the longest contiguous runs first, one `unmap` call per run.
-///
-/// So the device bytes held never exceed the peak of bytes in use plus the slack,
-/// while work that repeats (a training loop) finds its pages still mapped and maps
-/// little once warm. Without `keep_high_water`, unused pages never exceed the slack
-/// over the pages in use now, at the cost of mapping again whatever use climbs back.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct UnmapPolicy {
-    /// Keep up to the high-water mark of in-use pages mapped (default true).
-    pub keep_high_water: bool,
-    /// Slack over the base, as a fraction of it (default 1/32).
-    pub slack_fraction: f64,
-    /// The least slack, in bytes (default 64 MiB).
-    pub slack_min: usize,
-}
-
-impl Default for UnmapPolicy {
-    fn default() -> Self {
-        UnmapPolicy {
-            keep_high_water: true,
-            slack_fraction: 1.0 / 32.0,
-            slack_min: 64 << 20,
-        }
-    }
-}
-
 /// Settings of a buddy pool.
 ///
 /// Out-of-range values are brought into range rather than refused: sizes are rounded
@@ -67,7 +28,7 @@ impl Default for UnmapPolicy {
 /// assert_eq!(cfg.min_block, 256);
 /// assert_eq!(cfg.arena_size, Some(1 << 30));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct BuddyConfig {
     /// The smallest block, a power of two of at least 256 bytes (default 256: the
     /// alignment every allocator guarantees, so no request is rounded for nothing).
@@ -98,8 +59,10 @@ pub struct BuddyConfig {
     ///
     /// When false, a block keeps its whole power of two.
     pub trim_tail: bool,
-    /// When unused pages are unmapped in virtual mode.
-    pub unmap: UnmapPolicy,
+    /// The page layer's settings in virtual mode: physical chunk size and the bound
+    /// of the cache of unused mapped pages, the same policy as TLSF's (a block maps
+    /// only its own pages, so the map batch does not apply).
+    pub pages: VmConfig,
 }
 
 impl Default for BuddyConfig {
@@ -111,7 +74,7 @@ impl Default for BuddyConfig {
             mode: BuddyMode::Auto,
             quick_depth: 8,
             trim_tail: true,
-            unmap: UnmapPolicy::default(),
+            pages: VmConfig::default(),
         }
     }
 }
@@ -163,9 +126,9 @@ impl BuddyConfig {
         self
     }
 
-    /// Another unmap policy.
-    pub fn unmap_policy(mut self, policy: UnmapPolicy) -> Self {
-        self.unmap = policy;
+    /// Other page-layer settings.
+    pub fn pages(mut self, pages: VmConfig) -> Self {
+        self.pages = pages;
         self
     }
 }
@@ -186,11 +149,6 @@ pub(crate) struct Resolved {
     pub page_order: u32,
     pub quick_depth: u32,
     pub rounding: Rounding,
-    pub keep_high_water: bool,
-    /// The slack fraction in 1/65536ths.
-    pub slack_per_64k: u64,
-    /// The least slack, in pages.
-    pub slack_min_pages: usize,
 }
 
 impl Resolved {
@@ -207,12 +165,6 @@ impl Resolved {
         let arena_order = ceil_log2(cfg.arena_size.unwrap_or(default_arena).min(1 << 62))
             .min(max_order)
             .max(page_order);
-        let u = cfg.unmap;
-        let fraction = if u.slack_fraction.is_finite() {
-            u.slack_fraction.clamp(0.0, 1024.0)
-        } else {
-            0.0
-        };
         Resolved {
             virt,
             min_order,
@@ -226,9 +178,6 @@ impl Resolved {
                 (true, true) => Rounding::Page { page_order },
                 (true, false) => Rounding::PageWhole { page_order },
             },
-            keep_high_water: u.keep_high_water,
-            slack_per_64k: (fraction * 65536.0).round() as u64,
-            slack_min_pages: u.slack_min >> page_order,
         }
     }
 

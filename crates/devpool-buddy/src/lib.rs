@@ -27,9 +27,10 @@
 //! - **Virtual**: each arena is a large reserved address range, and only the bytes a
 //!   block needs are backed by mapped pages (its size rounded up to a page; blocks
 //!   smaller than a page share pages). Rounding then costs address space, not memory.
-//!   Freed pages stay mapped for the next block, new blocks go where pages are mapped,
-//!   pages are mapped in one call per contiguous run, and unused pages are unmapped by
-//!   [`UnmapPolicy`].
+//!   The pages belong to the page layer ([`devpool_vm::PageLayer`]), shared with
+//!   TLSF: freed pages stay mapped for the next block under the same cache bound,
+//!   pages are mapped in one call per contiguous run, and unused pages are unmapped
+//!   in stream order. New blocks go where pages are mapped.
 //!
 //! [`buddy`] builds the [`Allocator`](devpool_core::Allocator): one [`BuddyPool`] per
 //! stream, with stream-ordered reuse. [`BuddyPool::detail`] says what a pool holds,
@@ -53,7 +54,6 @@
 mod arena;
 mod config;
 mod lock;
-mod pages;
 mod place;
 mod pool;
 mod rounding;
@@ -61,7 +61,8 @@ mod stats;
 mod tree;
 mod vmem;
 
-pub use config::{BuddyConfig, BuddyMode, UnmapPolicy};
+pub use config::{BuddyConfig, BuddyMode};
+pub use devpool_vm::{VmConfig, VmDetail};
 pub use pool::BuddyPool;
 pub use stats::{ArenaStats, BuddyStats, OrderStats};
 
@@ -89,5 +90,7 @@ pub fn buddy(backend: impl IntoBackend, cfg: BuddyConfig) -> StreamOrdered<Buddy
         "buddy-region"
     };
     let b = backend.clone();
-    StreamOrdered::new(name, backend, move |_| BuddyPool::new(b.clone(), cfg))
+    StreamOrdered::new(name, backend, move |_| {
+        BuddyPool::new(b.clone(), cfg.clone())
+    })
 }

@@ -37,16 +37,6 @@ impl BuddyPool {
         }
     }
 
-    /// Mapped pages among the first `n` pages of block `i`.
-    #[inline]
-    fn warmth(&self, g: &Inner, i: u32, n: usize) -> usize {
-        let (a, p) = g.page_of(i, self.r.page_order);
-        match &g.arena(a).pages {
-            Some(pages) => pages.count_mapped(p, n),
-            None => n,
-        }
-    }
-
     /// A free block of exactly `order` for `size` bytes, taken out of the lists, or
     /// `None` when no free block is large enough.
     pub(crate) fn find(&self, g: &mut Inner, order: u32, size: u64) -> Option<u32> {

@@ -2,15 +2,15 @@
 
 use crate::arena::{Arena, Inner};
 use crate::config::{ceil_log2, BuddyConfig, BuddyMode, Resolved};
-use crate::pages::Pages;
 use crate::tree::{State, GEN_MASK};
+use devpool_vm::PageLayer;
 
 /// Arenas a pool can hold.
 const MAX_ARENAS: usize = 4096;
 use crate::lock::Lock;
 use devpool_core::{
-    Backend, BackendError, Block, Counters, DeviceId, DevicePtr, Error, Pool, Request, Result,
-    Stats,
+    Backend, BackendError, Block, Counters, DeviceId, DevicePtr, Error, Gauge, Pool, Request,
+    Result, Stats,
 };
 use std::sync::Arc;
 
@@ -18,9 +18,9 @@ use std::sync::Arc;
 /// a free list per order, split on allocate, merged with the buddy on free.
 ///
 /// Arenas come from the backend as regions ([`BuddyMode::Region`]) or as reserved
-/// virtual ranges backed page by page ([`BuddyMode::Virtual`]; see
-/// [`UnmapPolicy`](crate::UnmapPolicy) for when pages are given back). All metadata
-/// lives on the host.
+/// virtual ranges of the page layer ([`BuddyMode::Virtual`]; see
+/// [`devpool_vm`] for when pages are mapped and given back). All metadata lives on
+/// the host.
 ///
 /// Use it through [`buddy`](crate::buddy), which gives each stream its own pool.
 ///
@@ -30,9 +30,9 @@ use std::sync::Arc;
 /// let pool = BuddyPool::new(MockBackend::shared(), BuddyConfig::virtual_ranges());
 /// let b = pool.allocate(&Request::new(3 << 20)).unwrap();
 /// assert_eq!(b.size, 4 << 20, "two pages back 3 MiB");
-/// assert_eq!(pool.detail().mapped_pages, 2);
+/// assert_eq!(pool.detail().pages.mapped_pages, 2);
 /// pool.deallocate(&b).unwrap();
-/// assert_eq!(pool.detail().unused_mapped_pages, 2, "kept mapped for the next block");
+/// assert_eq!(pool.detail().pages.unused_pages, 2, "kept mapped for the next block");
 /// ```
 pub struct BuddyPool {
     pub(crate) backend: Arc<dyn Backend>,
@@ -59,10 +59,11 @@ impl BuddyPool {
     pub fn new(backend: Arc<dyn Backend>, cfg: BuddyConfig) -> BuddyPool {
         let page = backend.granularity();
         let r = Resolved::new(&cfg, backend.supports_virtual(), page);
+        let vm = PageLayer::new(backend.clone(), cfg.pages.clone());
         BuddyPool {
             device: backend.device(),
             page: 1 << r.page_order,
-            inner: Lock::new(Inner::new(r.quick_depth, !r.virt, r.rounding)),
+            inner: Lock::new(Inner::new(r.quick_depth, !r.virt, r.rounding, vm)),
             counters: Counters::default(),
             backend,
             r,
@@ -145,7 +146,7 @@ impl BuddyPool {
             )));
         }
         let order_a = order.max(self.r.arena_order);
-        let (base, order_a, pages) = if self.r.virt {
+        let (base, order_a, range) = if self.r.virt {
             if order > self.r.arena_order {
                 // Never reserve more than the device could back.
                 let (free, total) = self.backend.mem_info()?;
@@ -159,10 +160,8 @@ impl BuddyPool {
                 }
             }
             let size = 1usize << order_a;
-            let base = self.backend.reserve(size, size)?;
-            self.counters.on_backend_call();
-            let pages = Pages::new(size >> self.r.page_order);
-            (base, order_a, Some(pages))
+            let r = g.vm.reserve(size, size)?;
+            (DevicePtr(g.vm.base(r)), order_a, Some(r))
         } else {
             let base = match self.backend.alloc_region(1 << order_a) {
                 Ok(p) => (p, order_a),
@@ -178,7 +177,7 @@ impl BuddyPool {
             base: base.0,
             order: order_a,
             root: crate::tree::NIL,
-            pages,
+            range,
         });
         let root = g.tree.add_root(base.0, order_a, idx);
         g.arena_mut(idx).root = root;
@@ -228,16 +227,20 @@ impl BuddyPool {
                 continue;
             }
             let (base, size, root) = (DevicePtr(a.base), a.size() as usize, a.root);
-            let res = match &a.pages {
-                Some(p) if p.tally().0 > 0 => continue,
-                Some(_) => self
+            let res = match a.range {
+                Some(r) => match g.vm.unreserve(r) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => continue,
+                    Err(e) => Err(e),
+                },
+                None => self
                     .backend
-                    .unreserve(base, size)
-                    .map(|_| self.counters.on_backend_call()),
-                None => self.backend.free_region(base, size).map(|_| {
-                    self.counters.on_release(self.held(size));
-                    released += self.held(size);
-                }),
+                    .free_region(base, size)
+                    .map(|_| {
+                        self.counters.on_release(self.held(size));
+                        released += self.held(size);
+                    })
+                    .map_err(Error::from),
             };
             match res {
                 Ok(()) => {
@@ -250,8 +253,17 @@ impl BuddyPool {
             }
         }
         match first_err {
-            Some(e) => Err(e.into()),
+            Some(e) => Err(e),
             None => Ok(released),
+        }
+    }
+
+    /// Device bytes held now and at peak.
+    fn reserved(&self, g: &Inner) -> Gauge {
+        if self.r.virt {
+            g.vm.held()
+        } else {
+            self.counters.snapshot().reserved_bytes
         }
     }
 
@@ -269,9 +281,9 @@ impl BuddyPool {
         if self.r.virt {
             self.validate_pages(&g)?;
         }
-        let s = self.counters.snapshot();
         let held: u64 = if self.r.virt {
-            (g.pages.mapped * self.page) as u64
+            let d = g.vm.detail();
+            (d.mapped_pages - d.moved_pages) * self.page as u64
         } else {
             g.arenas
                 .iter()
@@ -279,10 +291,10 @@ impl BuddyPool {
                 .map(|a| self.held(a.size() as usize) as u64)
                 .sum()
         };
-        if s.reserved_bytes.current != held {
+        let reserved = self.reserved(&g).current;
+        if reserved != held {
             return Err(format!(
-                "counters say {} reserved; the pool holds {held}",
-                s.reserved_bytes.current
+                "counters say {reserved} reserved; the pool holds {held}"
             ));
         }
         Ok(())
@@ -321,15 +333,11 @@ impl Pool for BuddyPool {
         let requested = n.requested;
         let granted = self.granted(n.order.into(), requested.max(1));
         if self.r.virt {
-            self.release_pages(&mut g, i, granted);
+            self.release_pages(&mut g, i, granted, block.stream);
         }
         g.tree.free_live(i);
         g.tally.on_free(requested, granted);
         g.block_bytes -= granted.max(self.span(n.order.into()));
-        if self.r.virt {
-            // The free itself is done; a failed unmap only leaves pages mapped.
-            let _ = self.enforce_limit(&mut g);
-        }
         Ok(())
     }
 
@@ -339,7 +347,10 @@ impl Pool for BuddyPool {
 
     fn stats(&self) -> Stats {
         let mut s = self.counters.snapshot();
-        self.inner.lock().tally.fill(&mut s);
+        let g = self.inner.lock();
+        g.tally.fill(&mut s);
+        s.reserved_bytes = self.reserved(&g);
+        s.backend_calls += g.vm.backend_calls();
         s
     }
 
@@ -348,8 +359,7 @@ impl Pool for BuddyPool {
         g.tree.flush_quick();
         let mut released = 0;
         if self.r.virt {
-            released += self.unmap_unused(&mut g, usize::MAX)? * self.page;
-            g.pages.high_water = g.pages.used;
+            released += g.vm.trim()?;
         }
         released += self.release_free_arenas(&mut g)?;
         Ok(released)
@@ -362,20 +372,13 @@ impl Pool for BuddyPool {
 
 impl Drop for BuddyPool {
     fn drop(&mut self) {
+        // Ranges go with the page layer; regions are given back here.
         let g = self.inner.get_mut();
         for a in g.arenas.iter().flatten() {
-            let (base, size) = (DevicePtr(a.base), a.size() as usize);
-            match &a.pages {
-                Some(p) => {
-                    for (s, n) in p.mapped_runs() {
-                        let at = base.offset(s << self.r.page_order);
-                        let _ = self.backend.unmap(at, n << self.r.page_order);
-                    }
-                    let _ = self.backend.unreserve(base, size);
-                }
-                None => {
-                    let _ = self.backend.free_region(base, size);
-                }
+            if a.range.is_none() {
+                let _ = self
+                    .backend
+                    .free_region(DevicePtr(a.base), a.size() as usize);
             }
         }
     }

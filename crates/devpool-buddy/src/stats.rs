@@ -5,6 +5,7 @@ use crate::config::BuddyMode;
 use crate::pool::BuddyPool;
 use crate::tree::{State, ORDERS};
 use devpool_core::{human_bytes, DevicePtr};
+use devpool_vm::VmDetail;
 
 /// Blocks of one order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -48,14 +49,9 @@ pub struct BuddyStats {
     pub arenas: Vec<ArenaStats>,
     /// Bytes the arenas span (regions, or reserved address space).
     pub arena_bytes: u64,
-    /// Bytes per mapped page (virtual mode).
-    pub page_size: u64,
-    /// Pages mapped (virtual mode).
-    pub mapped_pages: u64,
-    /// Pages mapped but not touched by any live block (virtual mode).
-    pub unused_mapped_pages: u64,
-    /// The most pages in use at once since the last trim (virtual mode).
-    pub high_water_pages: u64,
+    /// The page layer (virtual mode; all zero in region mode): pages mapped, used,
+    /// cached and retiring, chunks, backend calls.
+    pub pages: VmDetail,
     /// Requested bytes of live blocks.
     pub live_bytes: u64,
     /// Granted bytes of live blocks.
@@ -120,16 +116,12 @@ impl BuddyPool {
                 whole_free: g.tree.node(a.root).state == State::Free,
             })
             .collect();
-        let p = g.pages;
         BuddyStats {
             mode: self.mode(),
             orders,
             arena_bytes: arenas.iter().map(|a| 1u64 << a.order).sum(),
             arenas,
-            page_size: self.page as u64,
-            mapped_pages: p.mapped as u64,
-            unused_mapped_pages: p.unused as u64,
-            high_water_pages: p.high_water as u64,
+            pages: g.vm.detail(),
             live_bytes: g.tally.live.current,
             granted_bytes: g.tally.granted.current,
             rounding_bytes: g.tally.granted.current - g.tally.live.current,
@@ -162,8 +154,8 @@ impl BuddyPool {
         if d.mode == BuddyMode::Virtual {
             s += &format!(
                 "; {} mapped, {} of it unused",
-                human_bytes(d.mapped_pages * d.page_size),
-                human_bytes(d.unused_mapped_pages * d.page_size)
+                human_bytes(d.pages.mapped_pages * d.pages.page_size),
+                human_bytes(d.pages.unused_pages * d.pages.page_size)
             );
         }
         s += &format!("; {} lost to rounding", human_bytes(d.rounding_bytes));

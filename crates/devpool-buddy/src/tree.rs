@@ -204,6 +204,15 @@ impl Tree {
         }
     }
 
+    /// Every block handed out (whole or trimmed), with its node.
+    pub fn live_nodes(&self) -> impl Iterator<Item = (u32, &Node)> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| matches!(n.state, State::Live | State::Head))
+            .map(|(i, n)| (i as u32, n))
+    }
+
     /// The node at `i`, if there is one.
     #[inline]
     pub fn get(&self, i: u32) -> Option<&Node> {

@@ -15,9 +15,9 @@ fn virtual_pages_are_counted() {
     let c = pool.allocate(&Request::new(3000)).unwrap(); // the same page
     let d = pool.detail();
     assert_eq!(d.mode, BuddyMode::Virtual);
-    assert_eq!(d.mapped_pages, 4);
-    assert_eq!(d.unused_mapped_pages, 0);
-    assert_eq!(d.page_size, page);
+    assert_eq!(d.pages.mapped_pages, 4);
+    assert_eq!(d.pages.unused_pages, 0);
+    assert_eq!(d.pages.page_size, page);
     assert_eq!(a.size as u64, 3 * page, "granted to the page");
     assert_eq!(d.live_bytes, (5 << 20) + 1000 + 3000);
     assert_eq!(d.granted_bytes, (a.size + b.size + c.size) as u64);
@@ -30,26 +30,21 @@ fn virtual_pages_are_counted() {
     let live: u64 = d.orders.iter().map(|o| o.live).sum();
     assert_eq!(live, 3);
     pool.deallocate(&b).unwrap();
-    assert_eq!(
-        pool.detail().unused_mapped_pages,
-        0,
-        "c still uses the page"
-    );
+    assert_eq!(pool.detail().pages.unused_pages, 0, "c still uses the page");
     pool.deallocate(&c).unwrap();
     pool.deallocate(&a).unwrap();
     let d = pool.detail();
     assert_eq!(
-        (d.mapped_pages, d.unused_mapped_pages),
+        (d.pages.mapped_pages, d.pages.unused_pages),
         (4, 4),
         "kept mapped"
     );
-    assert_eq!(d.high_water_pages, 4);
     let note = pool.describe_cache();
     assert!(note.contains("buddy-virtual"), "{note}");
     assert!(note.contains("8.00 MiB of it unused"), "{note}");
     assert_eq!(pool.trim().unwrap() as u64, 4 * page);
     let d = pool.detail();
-    assert_eq!((d.mapped_pages, d.unused_mapped_pages), (0, 0));
+    assert_eq!((d.pages.mapped_pages, d.pages.unused_pages), (0, 0));
     assert!(d.arenas.is_empty());
 }
 

@@ -110,7 +110,7 @@ fn virtual_refused_on_the_second_of_two_map_calls() {
     pool.deallocate(&blocks[1]).unwrap();
     pool.deallocate(&blocks[3]).unwrap();
     pool.trim().unwrap();
-    assert_eq!(pool.detail().mapped_pages, 2);
+    assert_eq!(pool.detail().pages.mapped_pages, 2);
     let mut live = vec![(blocks[0], 1u8), (blocks[2], 2u8)];
     for (b, tag) in &live {
         write(&mock, b, *tag);
@@ -137,7 +137,7 @@ fn virtual_refused_on_the_second_of_two_map_calls() {
     assert_intact(&pool, &mock, &live);
     let d = pool.detail();
     assert_eq!(
-        d.unused_mapped_pages, 3,
+        d.pages.unused_pages, 3,
         "the page mapped before the fault is kept"
     );
     // Without the fault the same request maps only the last hole.

@@ -3,7 +3,7 @@
 //! After every step the pool's own invariants hold (`validate`), live blocks never
 //! overlap, the counts match the model, and the reserved bytes match the backend's.
 
-use devpool_buddy::{BuddyConfig, BuddyPool, UnmapPolicy};
+use devpool_buddy::{BuddyConfig, BuddyPool, VmConfig};
 use devpool_core::{Backend, Block, Error, MockBackend, MockConfig, Pool, Request};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -39,7 +39,7 @@ fn config() -> impl Strategy<Value = BuddyConfig> {
         22u32..=27,
         any::<bool>(),
     )
-        .prop_map(|(virt, trim, quick, arena_log, high_water)| {
+        .prop_map(|(virt, trim, quick, arena_log, chunk)| {
             let cfg = if virt {
                 BuddyConfig::virtual_ranges()
             } else {
@@ -48,11 +48,12 @@ fn config() -> impl Strategy<Value = BuddyConfig> {
             cfg.trim_tail(trim)
                 .quick_depth(quick)
                 .arena_size(1 << arena_log)
-                .unmap_policy(UnmapPolicy {
-                    keep_high_water: high_water,
-                    slack_fraction: 1.0 / 16.0,
-                    slack_min: 4 << 20,
-                })
+                .pages(
+                    VmConfig::default()
+                        .cache(4 << 20, 1.0 / 16.0)
+                        .window_ops(16)
+                        .chunk_pages(if chunk { 4 } else { 1 }),
+                )
         })
 }
 

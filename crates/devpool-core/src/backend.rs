@@ -83,6 +83,9 @@ pub trait Backend: Send + Sync {
     /// [`map`](Backend::map) apply to the range. One call, counted as one map call.
     ///
     /// The default maps one allocation per page, which is always allowed.
+    ///
+    /// Physical memory is freed when its last mapping goes (see
+    /// [`alias`](Backend::alias)).
     fn map_chunks(&self, ptr: DevicePtr, chunks: &[usize]) -> BackendResult<()> {
         let total = chunks
             .iter()
@@ -92,6 +95,20 @@ pub trait Backend: Send + Sync {
                 detail: "sizes overflow".into(),
             })?;
         self.map(ptr, total)
+    }
+
+    /// Map the physical memory behind each range of `from` (whole chunks) a second
+    /// time, the ranges one after the other from `to` (a reserved range with nothing
+    /// mapped there), and make it accessible in one step. No memory is taken: the
+    /// chunks are now mapped twice, and live on at `to` once their first mappings
+    /// are unmapped. This is how a pool reuses memory it holds at other addresses
+    /// without releasing and creating it again (`cuMemRetainAllocationHandle` +
+    /// `cuMemMap` per chunk, one `cuMemSetAccess`). Work queued before on the stream
+    /// that owns the memory may still use it through the old addresses; work queued
+    /// later through `to` runs after it, in stream order. One call, counted as a map
+    /// call.
+    fn alias(&self, _to: DevicePtr, _from: &[(DevicePtr, usize)]) -> BackendResult<()> {
+        Err(BackendError::Unsupported("aliasing mapped memory"))
     }
 
     /// Create a stream.
@@ -250,6 +267,8 @@ pub struct BackendCounters {
     pub chunks_created: u64,
     /// Physical allocations freed.
     pub chunks_released: u64,
+    /// Calls to [`Backend::alias`] (also counted in `map_calls`).
+    pub alias_calls: u64,
     /// Events created.
     pub events_created: u64,
     /// Events recorded.
@@ -280,6 +299,7 @@ pub struct BackendCounterCell {
     pub pages_unmapped: AtomicU64,
     pub chunks_created: AtomicU64,
     pub chunks_released: AtomicU64,
+    pub alias_calls: AtomicU64,
     pub events_created: AtomicU64,
     pub event_records: AtomicU64,
     pub failures: AtomicU64,
@@ -306,6 +326,7 @@ impl BackendCounterCell {
             pages_unmapped: self.pages_unmapped.load(Relaxed),
             chunks_created: self.chunks_created.load(Relaxed),
             chunks_released: self.chunks_released.load(Relaxed),
+            alias_calls: self.alias_calls.load(Relaxed),
             events_created: self.events_created.load(Relaxed),
             event_records: self.event_records.load(Relaxed),
             failures: self.failures.load(Relaxed),

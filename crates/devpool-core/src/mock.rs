@@ -118,12 +118,13 @@ struct Page {
     offset: usize,
 }
 
-/// One physical allocation of a mapping (a page for `map`, a chunk for `map_chunks`).
+/// One physical allocation (a page for `map`, a chunk for `map_chunks`), mapped at
+/// one address or more (see `alias`).
 #[derive(Debug)]
 struct Chunk {
-    /// Address of its first page.
-    start: u64,
     bytes: usize,
+    /// Mappings of it.
+    maps: u32,
     /// Host bytes (host-backed mocks only).
     data: Vec<u8>,
 }
@@ -488,6 +489,48 @@ impl MockBackend {
 }
 
 impl MockBackend {
+    /// The chunks mapped in `[ptr, ptr + size)`, each once, if every page there is
+    /// mapped and the range cuts no chunk's mapping.
+    fn whole_chunks(
+        &self,
+        s: &State,
+        call: &'static str,
+        ptr: DevicePtr,
+        size: usize,
+    ) -> BackendResult<Vec<u64>> {
+        let g = self.cfg.granularity as u64;
+        if size == 0 || !(size as u64).is_multiple_of(g) || !ptr.0.is_multiple_of(g) {
+            return Err(self.invalid(call, format!("{ptr}+{size} is not page aligned")));
+        }
+        let end = ptr
+            .0
+            .checked_add(size as u64)
+            .ok_or_else(|| self.invalid(call, format!("{ptr}+{size} overflows")))?;
+        let mut chunks = Vec::new();
+        for p in (ptr.0..end).step_by(g as usize) {
+            let Some(page) = s.pages.get(&p) else {
+                return Err(
+                    self.invalid(call, format!("{ptr}+{size} has pages that are not mapped"))
+                );
+            };
+            let c = &s.chunks[&page.chunk];
+            let start = p - page.offset as u64;
+            if start < ptr.0 || start + c.bytes as u64 > end {
+                return Err(self.invalid(
+                    call,
+                    format!(
+                        "{ptr}+{size} cuts the chunk mapped at {start:#x} ({} bytes): chunks go whole",
+                        c.bytes
+                    ),
+                ));
+            }
+            if page.offset == 0 {
+                chunks.push(page.chunk);
+            }
+        }
+        Ok(chunks)
+    }
+
     /// Map `chunks` (sizes in bytes) one after the other from `ptr`: one physical
     /// allocation each, one call.
     fn map_impl(&self, call: &'static str, ptr: DevicePtr, chunks: &[usize]) -> BackendResult<()> {
@@ -536,8 +579,8 @@ impl MockBackend {
             s.chunks.insert(
                 id,
                 Chunk {
-                    start: at,
                     bytes,
+                    maps: 1,
                     data,
                 },
             );
@@ -694,41 +737,85 @@ impl Backend for MockBackend {
             return Err(self.invalid("unmap", format!("{ptr}+{size} is not page aligned")));
         }
         let end = ptr.0 + size as u64;
-        let mut chunks = Vec::new();
-        for p in (ptr.0..end).step_by(g as usize) {
-            let Some(page) = s.pages.get(&p) else {
-                return Err(self.invalid(
-                    "unmap",
-                    format!("{ptr}+{size} has pages that are not mapped"),
-                ));
-            };
-            let c = &s.chunks[&page.chunk];
-            if c.start < ptr.0 || c.start + c.bytes as u64 > end {
-                return Err(self.invalid(
-                    "unmap",
-                    format!(
-                        "{ptr}+{size} cuts the chunk at {:#x} of {} bytes: chunks are unmapped whole",
-                        c.start, c.bytes
-                    ),
-                ));
-            }
-            if page.offset == 0 {
-                chunks.push(page.chunk);
-            }
-        }
+        let chunks = self.whole_chunks(&s, "unmap", ptr, size)?;
         for p in (ptr.0..end).step_by(g as usize) {
             s.pages.remove(&p);
         }
+        let mut freed = 0usize;
+        let mut bytes = 0u64;
         for c in &chunks {
-            s.chunks.remove(c);
+            let chunk = s.chunks.get_mut(c).expect("a mapped chunk exists");
+            chunk.maps -= 1;
+            if chunk.maps == 0 {
+                bytes += chunk.bytes as u64;
+                freed += 1;
+                s.chunks.remove(c);
+            }
         }
-        self.give_bytes(&mut s, size as u64);
+        self.give_bytes(&mut s, bytes);
         self.counters
             .pages_unmapped
             .fetch_add(size as u64 / g, Relaxed);
         self.counters
             .chunks_released
-            .fetch_add(chunks.len() as u64, Relaxed);
+            .fetch_add(freed as u64, Relaxed);
+        Ok(())
+    }
+
+    fn alias(&self, to: DevicePtr, from: &[(DevicePtr, usize)]) -> BackendResult<()> {
+        if !self.cfg.virtual_memory {
+            return Err(BackendError::Unsupported("aliasing mapped memory"));
+        }
+        BackendCounterCell::bump(&self.counters.map_calls);
+        BackendCounterCell::bump(&self.counters.alias_calls);
+        let mut s = self.state.lock();
+        self.check_fault(&mut s, FaultOn::Map, "alias")?;
+        let g = self.cfg.granularity as u64;
+        let size = from
+            .iter()
+            .try_fold(0usize, |a, &(_, n)| a.checked_add(n))
+            .ok_or_else(|| self.invalid("alias", "sizes overflow".into()))?;
+        if size == 0 || !to.0.is_multiple_of(g) {
+            return Err(self.invalid("alias", format!("{to}+{size} is not page aligned")));
+        }
+        let mut chunks = Vec::new();
+        for &(src, n) in from {
+            chunks.extend(self.whole_chunks(&s, "alias", src, n)?);
+        }
+        let end =
+            to.0.checked_add(size as u64)
+                .ok_or_else(|| self.invalid("alias", format!("{to}+{size} overflows")))?;
+        let inside = s
+            .ranges
+            .range(..=to.0)
+            .next_back()
+            .is_some_and(|(&start, &len)| end <= start + len as u64);
+        if !inside {
+            return Err(self.invalid(
+                "alias",
+                format!("{to}+{size} is not inside a reserved range"),
+            ));
+        }
+        if (to.0..end)
+            .step_by(g as usize)
+            .any(|p| s.pages.contains_key(&p))
+        {
+            return Err(self.invalid("alias", format!("{to}+{size} overlaps mapped pages")));
+        }
+        let mut at = to.0;
+        for &(src, n) in from {
+            for off in (0..n as u64).step_by(g as usize) {
+                let page = s.pages[&(src.0 + off)];
+                s.pages.insert(at + off, page);
+            }
+            at += n as u64;
+        }
+        for c in chunks {
+            s.chunks.get_mut(&c).expect("a mapped chunk exists").maps += 1;
+        }
+        self.counters
+            .pages_mapped
+            .fetch_add(size as u64 / g, Relaxed);
         Ok(())
     }
 
@@ -955,6 +1042,54 @@ mod tests {
         assert_eq!((c.chunks_released, c.bytes_in_use.current), (3, 0));
         assert!(m.map_chunks(va, &[g, 0]).is_err(), "an empty chunk");
         assert!(m.map_chunks(va, &[g + 4096]).is_err(), "not granular");
+        m.unreserve(va, 16 * g).unwrap();
+    }
+
+    #[test]
+    fn aliased_memory_lives_until_its_last_mapping_goes() {
+        let m = MockBackend::new(MockConfig::default().host_backed());
+        let g = m.granularity();
+        let va = m.reserve(16 * g, g).unwrap();
+        m.map_chunks(va, &[2 * g, g]).unwrap();
+        m.memset(va.offset(g), 9, 2 * g, StreamId::DEFAULT).unwrap();
+        assert!(
+            m.alias(va.offset(8 * g), &[(va.offset(g), 2 * g)]).is_err(),
+            "half a chunk"
+        );
+        assert!(
+            m.alias(va.offset(2 * g), &[(va, 3 * g)]).is_err(),
+            "onto mapped pages"
+        );
+        // Two pieces, laid out one after the other: the second chunk first.
+        m.alias(va.offset(8 * g), &[(va.offset(2 * g), g), (va, 2 * g)])
+            .unwrap();
+        let c = m.counters();
+        assert_eq!(
+            (c.map_calls, c.alias_calls, c.chunks_created),
+            (4, 3, 2),
+            "failed calls count"
+        );
+        assert_eq!(c.bytes_in_use.current, 3 * g as u64, "no memory taken");
+        // Page 8 is the old page 2, pages 9 and 10 the old pages 0 and 1.
+        let mut back = vec![0u8; g];
+        for (page, want) in [(8, 9u8), (9, 0), (10, 9)] {
+            m.copy_to_host(&mut back, va.offset(page * g), StreamId::DEFAULT)
+                .unwrap();
+            assert!(back.iter().all(|&b| b == want), "page {page}");
+        }
+        m.unmap(va, 3 * g).unwrap();
+        assert_eq!(
+            m.counters().bytes_in_use.current,
+            3 * g as u64,
+            "alive at the alias"
+        );
+        assert_eq!(m.counters().chunks_released, 0);
+        m.copy_to_host(&mut back, va.offset(10 * g), StreamId::DEFAULT)
+            .unwrap();
+        assert!(back.iter().all(|&b| b == 9));
+        m.unmap(va.offset(8 * g), 3 * g).unwrap();
+        let c = m.counters();
+        assert_eq!((c.bytes_in_use.current, c.chunks_released), (0, 2));
         m.unreserve(va, 16 * g).unwrap();
     }
 

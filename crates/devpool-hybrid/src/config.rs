@@ -26,24 +26,42 @@ pub struct HybridConfig {
     pub slab: SlabConfig,
     /// The large route.
     pub large: LargeStrategy,
+    /// Whether the slab route takes its slabs from the large route (so slabs and
+    /// large blocks share pages, and an empty slab's memory goes back to the page
+    /// layer), rather than as regions of their own from the backend.
+    pub slabs_from_large: bool,
+}
+
+/// The slab route of the presets: 4 classes per power of two up to `max`, slabs of
+/// 64 KiB and more carved from the large route, one kept empty per class (so a
+/// block allocated and freed again and again does not take and return a slab each
+/// time); further empty slabs go back to the large route at once, where their
+/// memory joins the page layer's cache.
+fn slabs(max: usize) -> SlabConfig {
+    SlabConfig::geometric(4, max)
+        .min_slab_bytes(64 << 10)
+        .keep_empty(1)
 }
 
 impl HybridConfig {
     /// Training: slab up to 64 KiB, TLSF over a virtual range above. On the bundled
     /// training traces the large blocks decide the memory held: packing everything
     /// above 64 KiB in one virtual range wastes least, while the slab keeps the many
-    /// tiny requests (a third to a half of all calls) on its O(1) path. Sending up to
-    /// 1 MiB to the slab costs 0.3 to 0.5 points of fragmentation on those traces
-    /// (`cargo run --release -p devpool-hybrid --example thresholds`, docs/DESIGN.md).
+    /// tiny requests (a third to a half of all calls) on its O(1) path. Its slabs
+    /// are blocks of the large route, so the small route holds no page of its own:
+    /// slabs as regions of their own held 18 to 56 MiB on the bundled traces, 7% of
+    /// the peak on an encoder serving trace (`cargo run --release -p devpool-hybrid
+    /// --example page_policy`, docs/DESIGN.md).
     pub fn training() -> Self {
         HybridConfig {
             small_max: 64 << 10,
             huge_min: usize::MAX,
-            slab: SlabConfig::geometric(4, 64 << 10),
+            slab: slabs(64 << 10),
             large: LargeStrategy::Tlsf(TlsfConfig {
                 mode: TlsfMode::Auto,
                 ..TlsfConfig::default()
             }),
+            slabs_from_large: true,
         }
     }
 
@@ -64,8 +82,9 @@ impl HybridConfig {
                 ..BuddyConfig::default()
             }),
             small_max: 1 << 20,
-            slab: SlabConfig::default(),
+            slab: slabs(1 << 20),
             huge_min: usize::MAX,
+            slabs_from_large: true,
         }
     }
 

@@ -4,7 +4,7 @@
 //!
 //! | route | sizes (training preset) | strategy |
 //! |---|---|---|
-//! | small | up to 64 KiB | [`devpool_slab`]: size classes, O(1), per-thread caches |
+//! | small | up to 64 KiB | [`devpool_slab`]: size classes, O(1), per-thread caches; its slabs are blocks of the large route (`slabs_from_large`), so both share pages |
 //! | large | above 64 KiB | a virtual-memory strategy: TLSF best fit ([`devpool_tlsf`]) or buddy ([`devpool_buddy`]), pages mapped only for bytes in use |
 //! | huge | from the `huge_min` threshold (off in the presets) | one backend region per block ([`devpool_core::DirectPool`]) |
 //!
@@ -25,6 +25,7 @@
 
 mod config;
 mod pool;
+mod slabs;
 
 pub use config::{HybridConfig, LargeStrategy};
 pub use pool::{hybrid, route_stats, HybridPool, Route, RouteStats};

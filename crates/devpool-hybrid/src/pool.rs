@@ -1,10 +1,11 @@
 //! The router itself.
 
 use crate::config::{HybridConfig, LargeStrategy};
+use crate::slabs::SlabSource;
 use devpool_buddy::BuddyPool;
 use devpool_core::{
     Allocator, Backend, Block, DirectPool, Error, IntoBackend, Pool, Request, Result, Stats,
-    StreamOrdered,
+    StreamId, StreamOrdered,
 };
 use devpool_slab::SlabPool;
 use devpool_tlsf::TlsfPool;
@@ -25,14 +26,15 @@ pub enum Route {
     Huge = 2,
 }
 
-enum Large {
+/// The large route's pool.
+pub(crate) enum Large {
     Tlsf(Box<TlsfPool>),
     Buddy(Box<BuddyPool>),
 }
 
 impl Large {
     #[inline]
-    fn pool(&self) -> &dyn Pool {
+    pub(crate) fn pool(&self) -> &dyn Pool {
         match self {
             Large::Tlsf(p) => &**p,
             Large::Buddy(p) => &**p,
@@ -44,22 +46,50 @@ impl Large {
 pub struct HybridPool {
     small_max: usize,
     huge_min: usize,
+    // Dropped first: its slabs go back to the large route.
     slab: SlabPool,
-    large: Large,
+    /// Where the slabs come from, when they are blocks of the large route.
+    source: Option<Arc<SlabSource>>,
+    large: Arc<Large>,
     huge: DirectPool,
 }
 
 impl HybridPool {
-    /// A hybrid pool over `backend`.
+    /// A hybrid pool over `backend`, for blocks of the default stream.
     pub fn new(backend: Arc<dyn Backend>, cfg: HybridConfig) -> Self {
-        let large = match cfg.large {
+        Self::for_stream(backend, cfg, StreamId::DEFAULT)
+    }
+
+    /// A hybrid pool over `backend` for the blocks of `stream` (the stream the large
+    /// route's freed pages wait for before they are unmapped).
+    pub fn for_stream(backend: Arc<dyn Backend>, cfg: HybridConfig, stream: StreamId) -> Self {
+        let large = Arc::new(match cfg.large {
             LargeStrategy::Tlsf(c) => Large::Tlsf(Box::new(TlsfPool::new(backend.clone(), c))),
             LargeStrategy::Buddy(c) => Large::Buddy(Box::new(BuddyPool::new(backend.clone(), c))),
+        });
+        let (slab, source) = if cfg.slabs_from_large {
+            // Slabs aligned to the largest power of two the small route serves, at
+            // most a page: what its classes need.
+            let align = cfg
+                .small_max
+                .max(devpool_core::MIN_ALIGN)
+                .next_power_of_two()
+                .min(backend.granularity().max(devpool_core::MIN_ALIGN));
+            let src = Arc::new(SlabSource::new(
+                large.clone(),
+                backend.clone(),
+                stream,
+                align,
+            ));
+            (SlabPool::new(src.clone(), cfg.slab), Some(src))
+        } else {
+            (SlabPool::new(backend.clone(), cfg.slab), None)
         };
         HybridPool {
             small_max: cfg.small_max,
             huge_min: cfg.huge_min,
-            slab: SlabPool::new(backend.clone(), cfg.slab),
+            slab,
+            source,
             large,
             huge: DirectPool::new(backend),
         }
@@ -86,9 +116,18 @@ impl HybridPool {
         }
     }
 
-    /// Statistics of one route.
+    /// Statistics of one route. When slabs come from the large route, the small
+    /// route's reserved bytes are its slabs, and the large route's are its own
+    /// blocks' pages without them: the two add up to what the backend holds.
     pub fn stats_of(&self, r: Route) -> Stats {
-        self.pool(r).stats()
+        match (r, &self.source) {
+            (Route::Small, Some(_)) => Stats {
+                backend_calls: 0,
+                ..self.slab.stats()
+            },
+            (Route::Large, Some(src)) => src.large_stats().0,
+            _ => self.pool(r).stats(),
+        }
     }
 
     #[inline]
@@ -142,14 +181,18 @@ impl Pool for HybridPool {
     }
 
     fn stats(&self) -> Stats {
-        let mut s = self.slab.stats();
-        s.merge(&self.large.pool().stats());
+        let mut s = self.stats_of(Route::Small);
+        s.merge(&self.stats_of(Route::Large));
         s.merge(&self.huge.stats());
         s
     }
 
     fn trim(&self) -> Result<usize> {
-        Ok(self.slab.trim()? + self.large.pool().trim()? + self.huge.trim()?)
+        // Slabs of the large route go back to it: only its own trim reaches the
+        // backend.
+        let slabs = self.slab.trim()?;
+        let own = if self.source.is_some() { 0 } else { slabs };
+        Ok(own + self.large.pool().trim()? + self.huge.trim()?)
     }
 
     fn describe_cache(&self) -> String {
@@ -192,8 +235,8 @@ impl HybridPool {
 pub fn hybrid(backend: impl IntoBackend, cfg: HybridConfig) -> StreamOrdered<HybridPool> {
     let backend = backend.into_backend();
     let b = backend.clone();
-    StreamOrdered::new("hybrid", backend, move |_| {
-        HybridPool::new(b.clone(), cfg.clone())
+    StreamOrdered::new("hybrid", backend, move |s| {
+        HybridPool::for_stream(b.clone(), cfg.clone(), s)
     })
 }
 

@@ -216,6 +216,7 @@ impl RingPool {
                 let cfg = VmConfig::default()
                     .map_batch_pages(1)
                     .chunk_pages(16)
+                    .chunk_divisor(1)
                     .cache(usize::MAX / 4, 1.0);
                 PageLayer::new(self.backend.clone(), cfg)
             });

@@ -233,14 +233,14 @@ impl Pool for TlsfPool {
                 })?
             }
         };
-        let i = if self.is_virtual {
+        let (i, addr) = if self.is_virtual {
             self.prefer_mapped(&g, i, need, size as u64, align as u64)
         } else {
-            i
+            let n = g.index.node(i);
+            // Spans end far below the top of the address space: no overflow.
+            (i, (n.addr + align as u64 - 1) & !(align as u64 - 1))
         };
         let n = *g.index.node(i);
-        // Spans end far below the top of the address space: no overflow.
-        let addr = (n.addr + align as u64 - 1) & !(align as u64 - 1);
         let size = size as u64;
         if self.is_virtual {
             self.map_for(

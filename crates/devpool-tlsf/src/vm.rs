@@ -53,10 +53,11 @@ impl TlsfPool {
         }
     }
 
-    /// The free block to carve `size` bytes at `align` from: `first`, the index's
-    /// pick, unless it lands on unmapped pages and another fitting block needs fewer
-    /// (fewest first, then lowest address). Mapping is dear, so this wider search
-    /// runs only when the pool would otherwise grow.
+    /// The free block to carve `size` bytes at `align` from, and the address in it
+    /// (its start, aligned): `first`, the index's pick, unless it lands on unmapped
+    /// pages and another fitting block needs fewer (fewest first, then lowest
+    /// address). Mapping is dear, so this wider search runs only when the pool would
+    /// otherwise grow.
     pub(crate) fn prefer_mapped(
         &self,
         g: &Inner,
@@ -64,24 +65,36 @@ impl TlsfPool {
         need: u64,
         size: u64,
         align: u64,
-    ) -> u32 {
-        let place = |n: &crate::index::Node| {
-            let b = (n.addr + align - 1) & !(align - 1);
-            (b, b + size)
-        };
+    ) -> (u32, u64) {
+        let place = |n: &crate::index::Node| (n.addr + align - 1) & !(align - 1);
         let n = g.index.node(first);
-        let mut best = (self.missing_pages(g, n.span, place(n)), n.addr, first);
+        let at = place(n);
+        let mut best = (self.missing_pages(g, n.span, (at, at + size)), at, first);
         if best.0 == 0 {
-            return first;
+            return (first, at);
         }
         g.index.candidates(need, PREFER_SCAN, |i, n| {
-            let key = (self.missing_pages(g, n.span, place(n)), n.addr, i);
+            let at = place(n);
+            let key = (self.missing_pages(g, n.span, (at, at + size)), at, i);
             if key < best {
                 best = key;
             }
+            if key.0 > 0 {
+                // Mapped pages no block uses, further in this free block.
+                if let Some(run) = self.unused_run(g, n.span, (n.addr, n.addr + n.size), size) {
+                    best = best.min((0, run, i));
+                }
+            }
             best.0 > 0
         });
-        best.2
+        (best.2, best.1)
+    }
+
+    /// Where in free block `room` of span `span` a block of `size` bytes lies wholly
+    /// on mapped pages that no block uses.
+    fn unused_run(&self, g: &Inner, span: u32, room: (u64, u64), size: u64) -> Option<u64> {
+        let r = g.spans[span as usize].as_ref()?.range?;
+        g.vm.unused_run(r, room.0, room.1, size)
     }
 
     /// Check the page layer's bookkeeping against the live blocks.

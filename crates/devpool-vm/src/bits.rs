@@ -107,6 +107,24 @@ impl Bits {
         None
     }
 
+    /// The first bit in `[lo, hi)` set in `self` and clear in both `a` and `b`
+    /// (`on`), or the first where that is not so (`!on`); `hi` if none.
+    #[inline]
+    pub fn next_only(&self, a: &Bits, b: &Bits, lo: usize, hi: usize, on: bool) -> usize {
+        let mut p = lo;
+        while p < hi {
+            let w = p / 64;
+            let word = self.words[w] & !a.words[w] & !b.words[w];
+            let word = if on { word } else { !word };
+            let bits = word & word_mask(w, p, hi);
+            if bits != 0 {
+                return w * 64 + bits.trailing_zeros() as usize;
+            }
+            p = (w + 1) * 64;
+        }
+        hi
+    }
+
     /// The last bit in `[lo, hi)` set in `self` and clear in both `a` and `b`.
     #[inline]
     pub fn prev_only(&self, a: &Bits, b: &Bits, lo: usize, hi: usize) -> Option<usize> {
@@ -162,6 +180,12 @@ mod tests {
             }
             let want = (a..b).rev().find(|&p| model[p] && !omodel[p]);
             assert_eq!(bits.prev_only(&other, &none, a, b), want);
+            for on in [true, false] {
+                let want = (a..b)
+                    .find(|&p| (model[p] && !omodel[p]) == on)
+                    .unwrap_or(b);
+                assert_eq!(bits.next_only(&other, &none, a, b, on), want);
+            }
             assert_eq!(bits.get(a), model[a]);
         }
     }

@@ -1,11 +1,16 @@
-//! [`VmConfig`]: how far ahead pages are mapped, how large a physical chunk may be,
-//! and the bounds of the cache of mapped pages that no live block touches.
+//! [`VmConfig`]: how far ahead pages are mapped, how large the physical chunks are,
+//! whether unused memory moves, and the bounds of the cache of mapped pages that no
+//! live block touches.
 
 /// Settings of a [`PageLayer`](crate::PageLayer).
 ///
 /// Out-of-range values are brought into range when the layer is made, never
-/// refused: the batch, chunk and window are raised to at least 1, the fractions are
-/// brought into `0.0..=1.0`.
+/// refused: the batch, chunk, divisor and window are raised to at least 1, the
+/// fractions brought into `0.0..=1.0` (a fraction that is not a number counts as 0,
+/// `floor_max` as 1).
+///
+/// The defaults come from replaying the bundled traces
+/// (`cargo run --release -p devpool-hybrid --example page_policy`; docs/DESIGN.md).
 ///
 /// ```
 /// use devpool_vm::VmConfig;
@@ -16,36 +21,64 @@
 pub struct VmConfig {
     /// When a block lands on unmapped pages, the last run of missing pages is mapped
     /// rounded up to this many pages where the free room around the block allows
-    /// (default 8): the next blocks placed above it find their pages mapped.
+    /// (default 16): the next blocks placed above it find their pages mapped.
     pub map_batch_pages: usize,
-    /// The most pages one physical allocation (one chunk) may hold (default 1).
+    /// Pages mapped ahead are at most this many times the run the block needs
+    /// (default 2; 0: no cap): a small block does not map a whole batch ahead.
+    pub batch_cap: usize,
+    /// The most pages one physical allocation (one chunk) may hold (default 8).
     /// Larger chunks mean fewer and cheaper driver calls (creating one 16 MiB
     /// allocation costs little more than one of 2 MiB); smaller ones let memory go
-    /// back in finer pieces, since a chunk is given back only whole. Chunks never
-    /// cross a multiple of this many pages from the start of their range.
+    /// back, or move, in finer pieces, since a chunk goes only whole.
     pub chunk_pages: usize,
-    /// Unused mapped bytes always allowed (default 32 MiB).
+    /// A run is cut into chunks of about a this-many-th of it, at least a page and
+    /// at most `chunk_pages` (default 16): small blocks get page-sized chunks, large
+    /// ones large chunks. The pages at a block's ends and the pages mapped ahead of
+    /// it are chunks of their own.
+    pub chunk_divisor: usize,
+    /// Unused mapped bytes always allowed (default 32 MiB), at most `floor_max` of
+    /// the recent peak.
     pub cache_floor: usize,
+    /// The floor is at most this fraction of the recent peak of allocated bytes
+    /// (default 1/32), so that a small pool is not held to a large floor.
+    pub floor_max: f64,
     /// Unused mapped bytes allowed on top of the floor, as a fraction of the recent
     /// peak of allocated bytes (default 0.002).
     pub cache_fraction: f64,
-    /// Length, in allocations and frees, of the window over which the recent peak of
-    /// allocated bytes is taken (default 16384). Memory freed since the peak stays
-    /// mapped for reuse until two windows have passed without reaching it again.
+    /// Length, in allocations and frees, of the window over which the recent peaks
+    /// are taken (default 16384). Memory freed since the peak stays mapped for reuse
+    /// until two windows have passed without reaching it again.
     pub window_ops: u64,
+    /// Whether unused memory moves to where a block needs pages (default true), on
+    /// backends that can map memory at a second address
+    /// ([`Backend::alias`](devpool_core::Backend::alias)): once the pool holds its
+    /// limit, a growing block takes the memory of unused pages elsewhere instead of
+    /// new memory. Without it, the pool maps new memory and keeps its cache within
+    /// the bound by unmapping.
+    pub move_memory: bool,
+    /// Memory the pool may take past the recent peak of allocated bytes (and the
+    /// floor and fraction) before it moves unused memory instead, as a fraction of
+    /// that peak (default 0).
+    pub move_margin: f64,
     /// The most the bound widens when unmapped pages keep coming back, as a fraction
-    /// of the recent peak (default 0.25).
+    /// of the recent peak (default 0.25); only without moving memory, where it stops
+    /// a working set wider than the bound from being unmapped and mapped again.
     pub slack_max: f64,
 }
 
 impl Default for VmConfig {
     fn default() -> Self {
         VmConfig {
-            map_batch_pages: 8,
-            chunk_pages: 1,
+            map_batch_pages: 16,
+            batch_cap: 2,
+            chunk_pages: 8,
+            chunk_divisor: 16,
             cache_floor: 32 << 20,
+            floor_max: 1.0 / 32.0,
             cache_fraction: 0.002,
             window_ops: 16384,
+            move_memory: true,
+            move_margin: 0.0,
             slack_max: 0.25,
         }
     }
@@ -57,9 +90,19 @@ impl VmConfig {
         self.map_batch_pages = pages;
         self
     }
+    /// Another cap of what is mapped ahead, in times the run a block needs (0: none).
+    pub fn batch_cap(mut self, times: usize) -> Self {
+        self.batch_cap = times;
+        self
+    }
     /// Another largest chunk.
     pub fn chunk_pages(mut self, pages: usize) -> Self {
         self.chunk_pages = pages;
+        self
+    }
+    /// Another chunk divisor.
+    pub fn chunk_divisor(mut self, divisor: usize) -> Self {
+        self.chunk_divisor = divisor;
         self
     }
     /// Another floor and fraction of the unused mapped bytes kept.
@@ -68,9 +111,24 @@ impl VmConfig {
         self.cache_fraction = fraction;
         self
     }
+    /// Another cap of the floor, as a fraction of the recent peak.
+    pub fn floor_max(mut self, fraction: f64) -> Self {
+        self.floor_max = fraction;
+        self
+    }
     /// Another window length.
     pub fn window_ops(mut self, ops: u64) -> Self {
         self.window_ops = ops;
+        self
+    }
+    /// Move unused memory (or not).
+    pub fn move_memory(mut self, on: bool) -> Self {
+        self.move_memory = on;
+        self
+    }
+    /// Another margin before memory moves.
+    pub fn move_margin(mut self, fraction: f64) -> Self {
+        self.move_margin = fraction;
         self
     }
     /// Another largest widening of the bound.
@@ -83,15 +141,19 @@ impl VmConfig {
     pub fn normalized(mut self) -> Self {
         self.map_batch_pages = self.map_batch_pages.max(1);
         self.chunk_pages = self.chunk_pages.max(1);
+        self.chunk_divisor = self.chunk_divisor.max(1);
         self.window_ops = self.window_ops.max(1);
-        if !self.cache_fraction.is_finite() {
-            self.cache_fraction = 0.0;
-        }
-        self.cache_fraction = self.cache_fraction.clamp(0.0, 1.0);
-        if !self.slack_max.is_finite() {
-            self.slack_max = 0.0;
-        }
-        self.slack_max = self.slack_max.clamp(0.0, 1.0);
+        let unit = |x: f64, nan: f64| {
+            if x.is_finite() {
+                x.clamp(0.0, 1.0)
+            } else {
+                nan
+            }
+        };
+        self.cache_fraction = unit(self.cache_fraction, 0.0);
+        self.floor_max = unit(self.floor_max, 1.0);
+        self.move_margin = unit(self.move_margin, 0.0);
+        self.slack_max = unit(self.slack_max, 0.0);
         self
     }
 }

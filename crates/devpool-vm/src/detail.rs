@@ -25,6 +25,9 @@ pub struct VmDetail {
     pub free_chunk_pages: u64,
     /// Pages chosen for unmapping and waiting for the streams that used them.
     pub retiring_pages: u64,
+    /// Retiring pages whose memory moved to another address of the layer (they
+    /// hold none of their own).
+    pub moved_pages: u64,
     /// Physical chunks mapped now.
     pub chunks: u64,
     /// Backend `map_chunks` calls, and the chunks they made.
@@ -33,6 +36,8 @@ pub struct VmDetail {
     pub chunks_made: u64,
     /// Backend `unmap` calls.
     pub unmap_calls: u64,
+    /// Backend `alias` calls: unused memory moved to where a block needed it.
+    pub move_calls: u64,
     /// Events recorded before unmapping.
     pub events_recorded: u64,
     /// Times the layer waited for an event (trim, out of memory).
@@ -45,7 +50,7 @@ impl fmt::Display for VmDetail {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} mapped unused in {} pages of {}; {} retiring; {} mapped in all in {} chunks; {} map and {} unmap calls",
+            "{} mapped unused in {} pages of {}; {} retiring; {} mapped in all in {} chunks; {} map, {} move and {} unmap calls",
             human_bytes(self.unused_pages * self.page_size),
             self.unused_pages,
             human_bytes(self.page_size),
@@ -53,12 +58,30 @@ impl fmt::Display for VmDetail {
             human_bytes(self.mapped_pages * self.page_size),
             self.chunks,
             self.map_calls,
+            self.move_calls,
             self.unmap_calls
         )
     }
 }
 
 impl PageLayer {
+    /// Unused pages in chunks that no live block touches (and that are not
+    /// retiring), counted from the bits.
+    pub(crate) fn free_chunk_pages(&self) -> u64 {
+        let mut free = 0u64;
+        for rg in self.ranges.iter().flatten() {
+            let mut p = rg.head.next(0, rg.top, true);
+            while p < rg.top {
+                let e = p + rg.chunk_len[p] as usize;
+                if rg.chunk_free(p, e) {
+                    free += (e - p) as u64;
+                }
+                p = rg.head.next(e, rg.top, true);
+            }
+        }
+        free
+    }
+
     /// A snapshot of the layer.
     pub fn detail(&self) -> VmDetail {
         let ranges = self.ranges.iter().flatten();
@@ -78,12 +101,14 @@ impl PageLayer {
             mapped_pages: self.n.mapped,
             used_pages: self.n.used,
             unused_pages: self.n.unused,
-            free_chunk_pages: self.n.free,
+            free_chunk_pages: self.free_chunk_pages(),
             retiring_pages: self.n.retiring,
+            moved_pages: self.n.moved,
             chunks,
             map_calls: self.calls.maps,
             chunks_made: self.calls.chunks,
             unmap_calls: self.calls.unmaps,
+            move_calls: self.calls.moves,
             events_recorded: self.calls.events,
             event_waits: self.calls.waits,
             metadata_bytes,
@@ -120,7 +145,7 @@ impl PageLayer {
                 }
             }
         }
-        let (mut mapped, mut used, mut retiring, mut free) = (0u64, 0u64, 0u64, 0u64);
+        let (mut mapped, mut used, mut retiring, mut moved) = (0u64, 0u64, 0u64, 0u64);
         for (i, rg) in self.ranges.iter().enumerate() {
             let Some(rg) = rg else { continue };
             if rg.mapped.next(rg.top, rg.pages(), true) < rg.pages() {
@@ -159,14 +184,28 @@ impl PageLayer {
                 if t && u {
                     return Err(format!("range {i} page {p}: retiring but used"));
                 }
+                let mv = rg.moved.get(p);
+                if mv && !t {
+                    return Err(format!("range {i} page {p}: moved but not retiring"));
+                }
+                moved += u64::from(mv);
                 if m && (p == 0 || !rg.mapped.get(p - 1)) && !h {
                     return Err(format!("range {i} page {p}: a mapped run starts mid-chunk"));
                 }
                 if h {
-                    let (c, e) = rg.chunk_of(p);
-                    if rg.used.count(c, e) == 0 && !t {
-                        free += (e - c) as u64;
+                    let n = rg.pages();
+                    let end = rg
+                        .head
+                        .next(p + 1, n, true)
+                        .min(rg.mapped.next(p + 1, n, false));
+                    if rg.chunk_len[p] as usize != end - p {
+                        return Err(format!(
+                            "range {i} chunk at page {p}: {} pages counted, {} mapped",
+                            rg.chunk_len[p],
+                            end - p
+                        ));
                     }
+                    let (c, e) = rg.chunk_of(p);
                     if rg.retiring.count(c, e) % (e - c) != 0 {
                         return Err(format!("range {i} chunk at page {c} partly retiring"));
                     }
@@ -177,11 +216,11 @@ impl PageLayer {
             }
         }
         let n = self.n;
-        if (mapped, used, retiring, mapped - used - retiring, free)
-            != (n.mapped, n.used, n.retiring, n.unused, n.free)
+        if (mapped, used, retiring, mapped - used - retiring, moved)
+            != (n.mapped, n.used, n.retiring, n.unused, n.moved)
         {
             return Err(format!(
-                "counts {n:?}; bitmaps: {mapped} mapped, {used} used, {retiring} retiring, {free} in free chunks"
+                "counts {n:?}; bitmaps: {mapped} mapped, {used} used, {retiring} retiring, {moved} moved"
             ));
         }
         let queued: u64 = self.retire.chunks().map(|c| (c.2 - c.1) as u64).sum();
@@ -190,9 +229,9 @@ impl PageLayer {
                 "{queued} pages queued for unmapping, {retiring} marked retiring"
             ));
         }
-        if self.held.current != mapped << self.shift {
+        if self.held.current != (mapped - moved) << self.shift {
             return Err(format!(
-                "{} bytes held, {mapped} pages mapped",
+                "{} bytes held, {mapped} pages mapped of which {moved} moved",
                 self.held.current
             ));
         }

@@ -3,8 +3,8 @@
 
 use crate::config::VmConfig;
 use crate::policy::CachePolicy;
+use crate::queue::Retire;
 use crate::range::Range;
-use crate::retire::Retire;
 use crate::uses::Footprint;
 use devpool_core::{align_up, Backend, DevicePtr, Error, Gauge, Result, StreamId};
 use std::sync::Arc;
@@ -29,11 +29,10 @@ pub(crate) struct Counts {
     pub used: u64,
     /// Pages mapped, untouched and not retiring: the cache.
     pub unused: u64,
-    /// Unused pages in chunks no live block touches (those the policy can give
-    /// back; the other unused pages share a chunk with a used page).
-    pub free: u64,
     /// Pages waiting to be unmapped.
     pub retiring: u64,
+    /// Retiring pages whose memory moved to another address.
+    pub moved: u64,
 }
 
 /// Backend calls made.
@@ -42,6 +41,7 @@ pub(crate) struct Calls {
     pub maps: u64,
     pub chunks: u64,
     pub unmaps: u64,
+    pub moves: u64,
     pub reserves: u64,
     pub unreserves: u64,
     pub events: u64,
@@ -101,6 +101,10 @@ pub struct PageLayer {
     pub(crate) held: Gauge,
     pub(crate) calls: Calls,
     pub(crate) since_poll: u32,
+    /// A window ended: the cache is brought within its bound at the next free.
+    pub(crate) window_due: bool,
+    /// Whether the backend can map memory it holds at a second address.
+    pub(crate) can_alias: bool,
 }
 
 impl PageLayer {
@@ -114,6 +118,7 @@ impl PageLayer {
             .checked_next_power_of_two()
             .unwrap_or(1 << 30);
         let cfg = cfg.normalized();
+        let can_alias = cfg.move_memory;
         PageLayer {
             backend,
             shift: page.trailing_zeros(),
@@ -126,6 +131,8 @@ impl PageLayer {
             held: Gauge::default(),
             calls: Calls::default(),
             since_poll: 0,
+            window_due: false,
+            can_alias,
         }
     }
 
@@ -145,15 +152,24 @@ impl PageLayer {
         &self.policy
     }
 
-    /// Device bytes held now and at peak: every mapped page, retiring ones included.
+    /// Device bytes held now and at peak: every mapped page, retiring ones included,
+    /// but not pages whose memory moved to another address (counted there).
     pub fn held(&self) -> Gauge {
         self.held
+    }
+
+    /// Bring the held gauge in step with the counts.
+    #[inline]
+    pub(crate) fn sync_held(&mut self) {
+        self.held.current = (self.n.mapped - self.n.moved) << self.shift;
+        self.held.peak = self.held.peak.max(self.held.current);
+        self.policy.on_held(self.held.current);
     }
 
     /// Backend calls made: maps, unmaps, reserves and unreserves.
     pub fn backend_calls(&self) -> u64 {
         let c = &self.calls;
-        c.maps + c.unmaps + c.reserves + c.unreserves
+        c.maps + c.moves + c.unmaps + c.reserves + c.unreserves
     }
 
     /// Reserve `size` bytes of address space (rounded up to a page), aligned to
@@ -250,10 +266,38 @@ impl PageLayer {
         match self.checked(r, lo, hi) {
             Ok(rg) => {
                 let (a, b) = rg.touched(self.shift, lo, hi);
-                (b - a) - rg.mapped.count(a, b)
+                (b - a) - rg.mapped.count(a, b) + rg.moved.count(a, b)
             }
             Err(_) => 0,
         }
+    }
+
+    /// The first address in bytes `[lo, hi)` of range `r` (a free block of the
+    /// placement) where `len` bytes lie wholly on mapped pages that no block uses,
+    /// page aligned; `None` if there is none. For a placement whose first choice
+    /// would need pages mapped: the memory is there, elsewhere in the free room.
+    pub fn unused_run(&self, r: RangeId, lo: u64, hi: u64, len: u64) -> Option<u64> {
+        let rg = self.checked(r, lo, hi).ok()?;
+        let (f0, f1) = rg.inside(self.shift, lo, hi);
+        let need = len.div_ceil(self.page_size()) as usize;
+        if need == 0 || f1 < f0 + need || self.n.unused < need as u64 {
+            return None;
+        }
+        let mut p = f0;
+        while p + need <= f1 {
+            let s = rg.mapped.next_only(&rg.used, &rg.retiring, p, f1, true);
+            if s + need > f1 {
+                return None;
+            }
+            let e = rg
+                .mapped
+                .next_only(&rg.used, &rg.retiring, s, s + need, false);
+            if e == s + need {
+                return Some(rg.base + ((s as u64) << self.shift));
+            }
+            p = e;
+        }
+        None
     }
 
     /// Pages that bytes `[lo, hi)` of range `r` touch and that are mapped.
@@ -262,7 +306,7 @@ impl PageLayer {
         match self.checked(r, lo, hi) {
             Ok(rg) => {
                 let (a, b) = rg.touched(self.shift, lo, hi);
-                rg.mapped.count(a, b)
+                rg.mapped.count(a, b) - rg.moved.count(a, b)
             }
             Err(_) => 0,
         }
@@ -276,6 +320,10 @@ impl PageLayer {
         let rg = self.checked(r, lo, hi)?;
         let pages = Footprint::of(rg, self.shift, lo, hi);
         if self.n.retiring > 0 && rg.retiring.count(pages.p0, pages.p1) > 0 {
+            if rg.moved.count(pages.p0, pages.p1) > 0 {
+                // Their memory lives elsewhere now: the old mappings must go first.
+                self.flush_moved(r, pages.p0, pages.p1)?;
+            }
             self.rescue(r, pages.p0, pages.p1);
         }
         let missing = self.add_uses(r, pages);
@@ -286,7 +334,7 @@ impl PageLayer {
             }
         }
         self.policy.on_alloc(hi - lo);
-        self.after_op();
+        self.after_op(false);
         Ok(())
     }
 
@@ -303,16 +351,29 @@ impl PageLayer {
             self.streams.push(stream);
         }
         self.policy.on_free(hi - lo);
-        self.after_op();
+        self.after_op(true);
     }
 
-    /// Count one operation: at the end of a window, bring the cache within its bound;
-    /// now and then, unmap retiring pages whose streams have passed.
+    /// Count one operation. The work that may call the backend (at the end of a
+    /// window, bringing the cache within its bound and unmapping the old addresses
+    /// of moved memory; now and then, unmapping retiring pages whose streams have
+    /// passed) is done on the free path only (`freeing`), never when a block is
+    /// handed out.
     #[inline]
-    fn after_op(&mut self) {
+    fn after_op(&mut self, freeing: bool) {
         if self.policy.tick() {
+            self.window_due = true;
+            // The new window's peak of held bytes starts from what is held now.
+            self.policy.on_held(self.held.current);
+        }
+        if !freeing {
+            return;
+        }
+        if self.window_due {
+            self.window_due = false;
             // A failing unmap leaves pages mapped and counted: nothing to undo.
             let _ = self.enforce(0);
+            let _ = self.sweep_moved(false);
         }
         if !self.retire.is_empty() {
             self.since_poll += 1;
@@ -325,10 +386,11 @@ impl PageLayer {
     /// Give back every unused page, waiting for the streams that used them; returns
     /// the bytes unmapped.
     pub fn trim(&mut self) -> Result<usize> {
-        let before = self.n.mapped;
+        let before = self.n.mapped - self.n.moved;
+        self.sweep_moved(true)?;
         self.retire_unused(u64::MAX)?;
         self.poll(true)?;
-        Ok(((before - self.n.mapped) << self.shift) as usize)
+        Ok(((before - (self.n.mapped - self.n.moved)) << self.shift) as usize)
     }
 }
 
@@ -342,6 +404,7 @@ impl Drop for PageLayer {
             }
         }
         let _ = self.poll(true);
+        let _ = self.sweep_moved(true);
         for rg in self.ranges.drain(..).flatten() {
             let n = rg.pages();
             let mut p = 0;
@@ -370,14 +433,16 @@ impl PageLayer {
     /// have passed are unmapped now, the others retire until they have. Returns the
     /// bytes unmapped now.
     pub fn trim_nowait(&mut self) -> Result<usize> {
-        let before = self.n.mapped;
+        let before = self.n.mapped - self.n.moved;
+        self.sweep_moved(false)?;
         self.retire_unused(u64::MAX)?;
-        Ok(((before - self.n.mapped) << self.shift) as usize)
+        Ok(((before - (self.n.mapped - self.n.moved)) << self.shift) as usize)
     }
 
     /// Unmap the retiring pages whose streams have passed; returns the bytes
     /// unmapped.
     pub fn poll_retiring(&mut self) -> Result<usize> {
-        Ok((self.poll(false)? << self.shift) as usize)
+        let moved = self.sweep_moved(false)?;
+        Ok(((self.poll(false)? + moved) << self.shift) as usize)
     }
 }

@@ -12,30 +12,45 @@
 //!   [`PageLayer::release`] when it takes one back; blocks may share pages (packed
 //!   neighbours, blocks smaller than a page).
 //! - **Mapping runs**: the pages a new block needs are mapped in one backend call
-//!   per run of missing pages, the last run rounded up to a batch where the free
-//!   room around the block allows, so that the next blocks above it find their
-//!   pages mapped.
-//! - **Physical chunks**: each call maps one physical allocation per chunk of up to
-//!   [`VmConfig::chunk_pages`] pages (`cuMemCreate` costs about the same for 2 MiB
-//!   and 64 MiB), cut at multiples of the chunk size so that chunks line up from one
-//!   run to the next. A chunk is given back only whole.
+//!   per run of missing pages, the last run rounded up to a batch (16 pages, at most
+//!   twice what the block needs) where the free room around the block allows, so
+//!   that the next blocks above it find their pages mapped.
+//! - **Physical chunks**: each call maps one physical allocation per chunk
+//!   ([`Backend::map_chunks`](devpool_core::Backend::map_chunks)): a run is cut at
+//!   the block's ends (the pages it shares with neighbours and those mapped ahead
+//!   are chunks of their own), and each piece into chunks of about a sixteenth of it,
+//!   at most [`VmConfig::chunk_pages`] pages. Creating one 16 MiB allocation costs
+//!   the driver little more than one of 2 MiB, so large blocks cost few calls; a
+//!   chunk is given back, or moved, only whole.
+//! - **Moving memory**: once the pool holds its limit (the recent peak of allocated
+//!   bytes plus the floor, or the recent peak of bytes held, whichever is higher), a
+//!   block that needs pages takes the memory of unused chunks elsewhere instead of
+//!   new memory: the backend maps the same physical memory at the block's place
+//!   ([`Backend::alias`](devpool_core::Backend::alias)), and the old addresses
+//!   retire. Memory held does not grow, and the cache is never in the wrong place.
 //! - **The cache policy** ([`CachePolicy`]): pages that no live block touches stay
-//!   mapped up to `floor + fraction × peak + (peak − allocated) + slack`: what was
-//!   freed since the recent peak stays for the next step of the same work, the
-//!   floor and fraction bound what stays on top of the peak, and the slack widens
-//!   the bound while unmapped pages keep coming back (hysteresis). The bound is
-//!   enforced when the pool grows and at the end of each window of operations.
+//!   mapped up to `floor + fraction × peak + (peak − allocated)`: what was freed
+//!   since the recent peak stays for the next step of the same work, the floor (at
+//!   most 1/32 of the peak) and fraction bound what stays on top of the peak. The
+//!   bound is enforced at the end of each window of operations, on the free path.
+//!   Without moving (a backend that cannot alias), it is also enforced when the
+//!   pool grows, and a slack widens it while unmapped pages keep coming back
+//!   (hysteresis).
 //! - **Unmapping in stream order**: a page no live block touches may still be read
 //!   or written by work queued before its last block was freed. Pages the policy
 //!   gives back first become *retiring*: still mapped and counted as held; one
 //!   event is recorded on each stream whose blocks were released into the layer,
 //!   and the pages are unmapped once every event has completed. Nothing waits for
-//!   the device; the queue is looked at on later operations, and waited on (per
-//!   event, not per device) only by [`PageLayer::trim`] and when the backend is out
-//!   of memory. Blocks freed on another stream, or used on other streams
-//!   (`record_stream`), reach a pool only after those streams' events completed
-//!   (see [`StreamOrdered`](devpool_core::StreamOrdered)), so the block's own stream
-//!   is the only one left to wait for.
+//!   the device; the queue is looked at on later frees, and waited on (per event,
+//!   not per device) only by [`PageLayer::trim`], when the backend is out of
+//!   memory, and when a block lands on an old address of moved memory. Blocks freed
+//!   on another stream, or used on other streams (`record_stream`), reach a pool
+//!   only after those streams' events completed (see
+//!   [`StreamOrdered`](devpool_core::StreamOrdered)), so the block's own stream is
+//!   the only one left to wait for.
+//! - **Off the allocation path**: handing out a block maps or moves memory only when
+//!   it needs pages; giving back, sweeping old addresses and the window's work happen
+//!   on frees.
 //!
 //! ```
 //! use devpool_core::{Backend, MockBackend, MockConfig, StreamId};
@@ -62,7 +77,9 @@ mod config;
 mod detail;
 mod layer;
 mod map;
+mod moves;
 mod policy;
+mod queue;
 mod range;
 mod retire;
 mod uses;

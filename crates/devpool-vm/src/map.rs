@@ -18,9 +18,11 @@ impl PageLayer {
         incoming: u64,
     ) -> Result<()> {
         self.policy.on_growth(missing << self.shift);
-        // The pool grows: first bring the unused pages within their bound, and unmap
-        // what the streams have already passed, so the peak stays low.
-        let _ = self.enforce(incoming);
+        if !self.can_alias {
+            // The pool grows and cannot move its cache: first bring the unused pages
+            // within their bound, so the peak stays low.
+            let _ = self.enforce(incoming);
+        }
         if !self.retire.is_empty() {
             let _ = self.poll(false);
         }
@@ -48,43 +50,69 @@ impl PageLayer {
             let t = rg.mapped.next(s, p1, true);
             let mut end = t;
             if t == p1 && batch > 1 {
-                let want = (s + (t - s).div_ceil(batch) * batch).min(room_end);
+                let mut want = s + (t - s).div_ceil(batch) * batch;
+                if self.cfg.batch_cap > 0 {
+                    // Never more ahead than `batch_cap` times what the block needs.
+                    want = want.min(t + (t - s) * self.cfg.batch_cap);
+                }
+                let want = want.min(room_end);
                 if want > t {
                     end = rg.mapped.next(t, want, true);
                 }
             }
-            match self.map_run(r, s, end, &cuts) {
-                Ok(()) => {}
-                Err(Error::Backend(BackendError::OutOfMemory { .. })) => {
-                    // Give back every unused page, waiting for the streams that used
-                    // them, and map exactly what the block needs.
-                    let _ = self.retire_unused(u64::MAX);
-                    let _ = self.poll(true);
-                    self.map_run(r, s, t, &cuts)?;
+            // New memory up to the limit raises no peak; past it, unused memory the
+            // pool holds elsewhere moves here first, and only the rest is new.
+            let held = self.n.mapped - self.n.moved;
+            let limit = self.policy.limit(incoming) >> shift;
+            let fresh = limit.saturating_sub(held) as usize;
+            let a = if self.can_alias && self.n.unused > 0 && end - s > fresh {
+                self.move_into(r, s, end - fresh)
+            } else {
+                s
+            };
+            if a < end {
+                match self.map_run(r, a, end, &cuts) {
+                    Ok(()) => {}
+                    Err(Error::Backend(BackendError::OutOfMemory { .. })) if a < t => {
+                        // Give back every unused page, waiting for the streams that
+                        // used them, and map exactly what the block needs.
+                        let _ = self.sweep_moved(true);
+                        let _ = self.retire_unused(u64::MAX);
+                        let _ = self.poll(true);
+                        self.map_run(r, a, t, &cuts)?;
+                    }
+                    Err(Error::Backend(BackendError::OutOfMemory { .. })) => {}
+                    Err(e) => return Err(e),
                 }
-                Err(e) => return Err(e),
             }
             p = t;
         }
         Ok(())
     }
 
-    /// Map pages `[s, e)` of range `r`, all missing, in one backend call: chunks of
-    /// at most the chunk size, cut at multiples of it and at `cuts`.
+    /// Map pages `[s, e)` of range `r`, all missing, in one backend call: cut at
+    /// `cuts`, and each piece into chunks of about a divisor-th of it (at least a
+    /// page, at most the chunk size).
     pub(crate) fn map_run(&mut self, r: RangeId, s: usize, e: usize, cuts: &[usize]) -> Result<()> {
         let shift = self.shift;
         let m = self.cfg.chunk_pages;
+        let div = self.cfg.chunk_divisor;
         let mut sizes = Vec::with_capacity((e - s).div_ceil(m) + 1 + cuts.len());
+        // Segments between the cuts, each cut into chunks.
         let mut a = s;
         while a < e {
-            let mut b = ((a / m + 1) * m).min(e);
-            for &c in cuts {
-                if c > a && c < b {
-                    b = c;
-                }
+            let seg_end = cuts
+                .iter()
+                .copied()
+                .filter(|&c| c > a && c < e)
+                .min()
+                .unwrap_or(e);
+            let len = ((seg_end - a) / div).clamp(1, m);
+            while a < seg_end {
+                let b = (a + len).min(seg_end);
+                sizes.push((b - a) << shift);
+                a = b;
             }
-            sizes.push((b - a) << shift);
-            a = b;
         }
         let base = self.range(r)?.base;
         self.backend
@@ -97,18 +125,14 @@ impl PageLayer {
         let mut a = s;
         for &len in &sizes {
             let b = a + (len >> shift);
-            rg.head.set(a, a + 1, true);
-            if rg.used.count(a, b) == 0 {
-                self.n.free += (b - a) as u64;
-            }
+            rg.set_chunk(a, b - a);
             a = b;
         }
         let used = rg.used.count(s, e) as u64;
         let n = (e - s) as u64;
         self.n.mapped += n;
         self.n.unused += n - used;
-        self.held.current += n << shift;
-        self.held.peak = self.held.peak.max(self.held.current);
+        self.sync_held();
         Ok(())
     }
 }

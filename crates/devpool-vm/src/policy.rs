@@ -37,10 +37,15 @@ pub struct CachePolicy {
     fraction: f64,
     window: u64,
     slack_max: f64,
+    move_margin: f64,
+    floor_max: f64,
     /// Granted bytes of live blocks.
     allocated: u64,
     peak_now: u64,
     peak_before: u64,
+    /// Peak of the bytes held, in the current and the previous window.
+    held_now: u64,
+    held_before: u64,
     /// Operations in the current window.
     ops: u64,
     /// Bytes the policy gave back in this window, and how many times.
@@ -59,9 +64,13 @@ impl CachePolicy {
             fraction: cfg.cache_fraction,
             window: cfg.window_ops,
             slack_max: cfg.slack_max,
+            move_margin: cfg.move_margin,
+            floor_max: cfg.floor_max,
             allocated: 0,
             peak_now: 0,
             peak_before: 0,
+            held_now: 0,
+            held_before: 0,
             ops: 0,
             released: 0,
             releases: 0,
@@ -108,10 +117,19 @@ impl CachePolicy {
         self.ops = 0;
         self.peak_before = self.peak_now;
         self.peak_now = self.allocated;
+        self.held_before = self.held_now;
+        self.held_now = 0;
         self.released = 0;
         self.releases = 0;
         self.slack -= self.slack / 4;
         true
+    }
+
+    /// The floor at a peak of `peak` allocated bytes: at most the given fraction of
+    /// the peak, so that a small pool is not held to a large floor.
+    #[inline]
+    fn floor_at(&self, peak: u64) -> u64 {
+        self.floor.min((peak as f64 * self.floor_max) as u64)
     }
 
     /// Unused bytes allowed once `incoming` more bytes are allocated.
@@ -119,10 +137,28 @@ impl CachePolicy {
         let allocated = self.allocated + incoming;
         let peak = self.peak().max(allocated);
         let extra = (peak as f64 * self.fraction) as u64;
-        self.floor
+        self.floor_at(peak)
             .saturating_add(extra)
             .saturating_add(self.slack)
             .saturating_add(peak - allocated)
+    }
+
+    /// Bytes the pool may hold in all once `incoming` more bytes are allocated before
+    /// it moves unused memory rather than take new: the recent peak of allocated
+    /// bytes, plus the floor and the fraction. Below it, new memory raises no peak.
+    pub fn limit(&self, incoming: u64) -> u64 {
+        let peak = self.peak().max(self.allocated + incoming);
+        let extra = (peak as f64 * (self.fraction + self.move_margin)) as u64;
+        let by_use = peak
+            .saturating_add(self.floor_at(peak))
+            .saturating_add(extra);
+        by_use.max(self.held_now.max(self.held_before))
+    }
+
+    /// The pool holds `bytes` now.
+    #[inline]
+    pub fn on_held(&mut self, bytes: u64) {
+        self.held_now = self.held_now.max(bytes);
     }
 
     /// The policy gave back `bytes` to keep within its bound.

@@ -1,13 +1,13 @@
 //! [`Range`]: one reserved address range and the state of each of its pages.
 //!
-//! Per page: whether a live block touches it (blocks are packed, so neighbours
-//! share the pages at their ends, and blocks smaller than a page share it with
-//! others; those shared pages count their blocks), whether it is mapped, whether it starts a physical chunk, and whether it is
+//! Per page: how many live blocks touch it (blocks are packed, so neighbours share
+//! the pages at their ends, and blocks smaller than a page share it with others),
+//! whether it is mapped, whether it starts a physical chunk, and whether it is
 //! retiring (chosen for unmapping and waiting for the streams that used it).
 //!
 //! A chunk is one physical allocation: it starts at a page whose `head` bit is set
-//! and runs up to the next head or the first unmapped page. It is mapped and
-//! unmapped only whole: a chunk with no used page is free to go.
+//! and runs for its length. It is mapped and unmapped only whole: a chunk with no
+//! used page is free to go, or to move.
 
 use crate::bits::Bits;
 
@@ -18,8 +18,8 @@ pub(crate) struct Range {
     pub base: u64,
     /// Bytes of address space.
     pub size: u64,
-    /// Live blocks touching each page without covering it whole (a page a block
-    /// covers whole is used by that block alone and counts nothing here).
+    /// Live blocks touching each page in part (a page a block covers whole is used
+    /// by it alone, and keeps no count).
     pub uses: Vec<u32>,
     /// Pages mapped (retiring ones included).
     pub mapped: Bits,
@@ -27,18 +27,23 @@ pub(crate) struct Range {
     pub used: Bits,
     /// First pages of chunks.
     pub head: Bits,
-    /// Chunks never cross a multiple of this many pages.
-    pub grid: usize,
+    /// Pages of each chunk, at the chunk's first page.
+    pub chunk_len: Vec<u32>,
+    /// No chunk is longer than this many pages.
+    pub max_chunk: usize,
     /// No page at or above this one is mapped.
     pub top: usize,
     /// Pages waiting to be unmapped.
     pub retiring: Bits,
+    /// Retiring pages whose physical memory was moved to another address (it is
+    /// mapped there too): they hold no memory of their own.
+    pub moved: Bits,
 }
 
 impl Range {
-    /// A range of `pages` pages at `base`, nothing mapped, chunks cut at multiples
-    /// of `grid` pages.
-    pub fn new(base: u64, size: u64, pages: usize, grid: usize) -> Self {
+    /// A range of `pages` pages at `base`, nothing mapped, chunks of at most
+    /// `max_chunk` pages.
+    pub fn new(base: u64, size: u64, pages: usize, max_chunk: usize) -> Self {
         Range {
             base,
             size,
@@ -46,9 +51,11 @@ impl Range {
             mapped: Bits::new(pages),
             used: Bits::new(pages),
             head: Bits::new(pages),
-            grid: grid.max(1),
+            chunk_len: vec![0; pages],
+            max_chunk: max_chunk.max(1),
             top: 0,
             retiring: Bits::new(pages),
+            moved: Bits::new(pages),
         }
     }
 
@@ -80,21 +87,25 @@ impl Range {
         (a, b.max(a))
     }
 
-    /// The chunk `[start, end)` holding mapped page `p`: it lies in `p`'s cell of the
-    /// grid.
+    /// The chunk `[start, end)` holding mapped page `p` (chunks are at most
+    /// `max_chunk` pages long, which bounds the search for its start).
     #[inline]
     pub fn chunk_of(&self, p: usize) -> (usize, usize) {
-        if self.grid == 1 {
-            // Chunks of one page each.
-            return (p, p + 1);
-        }
-        let cell = p - p % self.grid;
-        let cell_end = (cell + self.grid).min(self.pages());
-        let start = self.head.prev(cell, p + 1, true).unwrap_or(p);
-        let end = self
-            .head
-            .next(start + 1, cell_end, true)
-            .min(self.mapped.next(start + 1, cell_end, false));
-        (start, end)
+        let lo = (p + 1).saturating_sub(self.max_chunk);
+        let start = self.head.prev(lo, p + 1, true).unwrap_or(p);
+        (start, start + self.chunk_len[start] as usize)
+    }
+
+    /// A chunk of `len` pages starts at page `p`.
+    #[inline]
+    pub fn set_chunk(&mut self, p: usize, len: usize) {
+        self.head.set(p, p + 1, true);
+        self.chunk_len[p] = len as u32;
+    }
+
+    /// Whether the chunk `[c, e)` is free: mapped, no page used, not retiring.
+    #[inline]
+    pub fn chunk_free(&self, c: usize, e: usize) -> bool {
+        self.used.count(c, e) == 0 && !self.retiring.get(c)
     }
 }

@@ -6,57 +6,21 @@
 //! stream whose blocks were released into the layer; the chunks are unmapped once
 //! every event has completed, that is once all work queued on those streams before
 //! the decision (the last use of every block that lay there) is done. Nothing waits
-//! for the device: the queue is looked at on later operations, and waited on only
-//! by `trim` and when the backend is out of memory.
+//! for the device: the queue is looked at on later frees, and waited on (event by
+//! event) only by `trim`, when the backend is out of memory, and when a block lands
+//! on the old address of memory that moved.
 //!
 //! A retiring chunk that a new block lands on before it is unmapped is simply taken
 //! back: it is still mapped.
+//!
+//! The old addresses of memory that moved (see [`moves`](crate::moves)) retire on a
+//! queue of their own: they hold no memory, so they are unmapped lazily, all that
+//! are ready at once at the end of a window. While any wait, the policy gives no
+//! chunk back: the memory of a chunk may still be mapped at an old address too.
 
 use crate::layer::{at, PageLayer, RangeId};
+use crate::queue::{Pending, Queue};
 use devpool_core::{DevicePtr, Error, EventId, Result};
-use std::collections::VecDeque;
-
-/// Chunks waiting for their events.
-#[derive(Debug)]
-pub(crate) struct Pending {
-    events: Vec<EventId>,
-    /// (range, first page, end page) of each chunk.
-    chunks: Vec<(RangeId, usize, usize)>,
-}
-
-/// The retiring queue and the events it reuses.
-#[derive(Debug, Default)]
-pub(crate) struct Retire {
-    queue: VecDeque<Pending>,
-    spare: Vec<EventId>,
-}
-
-impl Retire {
-    /// Whether nothing waits.
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.queue.is_empty()
-    }
-
-    /// Every event the queue holds, for destruction.
-    pub fn drain_events(&mut self) -> Vec<EventId> {
-        let mut v: Vec<EventId> = self.spare.drain(..).collect();
-        for p in self.queue.drain(..) {
-            v.extend(p.events);
-        }
-        v
-    }
-
-    /// Events held, waiting or spare.
-    pub fn events(&self) -> usize {
-        self.spare.len() + self.queue.iter().map(|p| p.events.len()).sum::<usize>()
-    }
-
-    /// Chunks waiting.
-    pub fn chunks(&self) -> impl Iterator<Item = &(RangeId, usize, usize)> {
-        self.queue.iter().flat_map(|p| p.chunks.iter())
-    }
-}
 
 impl PageLayer {
     /// Bring the unused pages within the policy's bound once `incoming` more bytes
@@ -76,8 +40,17 @@ impl PageLayer {
     /// giving them back; returns the pages picked. Those whose streams are already
     /// done are unmapped at once.
     pub(crate) fn retire_unused(&mut self, want: u64) -> Result<u64> {
-        if self.n.free == 0 || want == 0 {
+        if self.n.unused == 0 || want == 0 {
             return Ok(0);
+        }
+        if self.n.moved > 0 {
+            // Memory that moved may still be mapped at its old address too: a chunk
+            // it moved to must not go while that mapping lives, or the memory would
+            // stay held unseen. Old addresses go first.
+            let _ = self.sweep_moved(false);
+            if self.n.moved > 0 {
+                return Ok(0);
+            }
         }
         let mut picked: Vec<(RangeId, usize, usize)> = Vec::new();
         let mut got = 0u64;
@@ -88,7 +61,7 @@ impl PageLayer {
             let mut top = rg.top;
             while let Some(q) = rg.mapped.prev_only(&rg.used, &rg.retiring, 0, top) {
                 let (c, e) = rg.chunk_of(q);
-                if rg.used.count(c, e) == 0 {
+                if rg.chunk_free(c, e) {
                     picked.push((RangeId(i as u32), c, e));
                     got += (e - c) as u64;
                     if got >= want {
@@ -101,19 +74,56 @@ impl PageLayer {
         if picked.is_empty() {
             return Ok(0);
         }
-        let events = self.record_events()?;
         for &(r, c, e) in &picked {
             at(&mut self.ranges, r).retiring.set(c, e, true);
         }
         self.n.unused -= got;
-        self.n.free -= got;
         self.n.retiring += got;
-        self.retire.queue.push_back(Pending {
-            events,
-            chunks: picked,
-        });
+        self.queue_retiring(Queue::Retiring, picked);
         self.poll(false)?;
         Ok(got)
+    }
+
+    /// Queue `chunks` (already marked retiring) on queue `q` behind one event per
+    /// stream that released blocks here. Should an event fail, the chunks record
+    /// theirs at the next look at the queue.
+    pub(crate) fn queue_retiring(&mut self, q: Queue, chunks: Vec<(RangeId, usize, usize)>) {
+        let (events, recorded) = match self.record_events() {
+            Ok(ev) => (ev, true),
+            Err(_) => (Vec::new(), false),
+        };
+        self.retire.get(q).push_back(Pending {
+            events,
+            chunks,
+            recorded,
+        });
+    }
+
+    /// Unmap the moved pages under `[p0, p1)` of range `r` now, waiting for their
+    /// streams (a block is about to land there).
+    pub(crate) fn flush_moved(&mut self, r: RangeId, p0: usize, p1: usize) -> Result<()> {
+        while self.range(r)?.moved.count(p0, p1) > 0 {
+            if self.retire.moved.is_empty() {
+                return Err(Error::Unsupported("moved pages with nothing queued"));
+            }
+            let (chunks, err) = self.take_done(Queue::Moved, true, 1);
+            let (_, err2) = self.unmap_chunks(chunks);
+            if let Some(e) = err.or(err2) {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Unmap the old addresses of moved chunks whose streams have passed (waiting
+    /// for them when `wait`), all at once: neighbours go in one call.
+    pub(crate) fn sweep_moved(&mut self, wait: bool) -> Result<u64> {
+        let (chunks, err) = self.take_done(Queue::Moved, wait, usize::MAX);
+        let (pages, err2) = self.unmap_chunks(chunks);
+        match err.or(err2) {
+            Some(e) => Err(e),
+            None => Ok(pages),
+        }
     }
 
     /// One event recorded now on each stream that released blocks here.
@@ -152,11 +162,15 @@ impl PageLayer {
                 break;
             }
             let (c, e) = rg.chunk_of(q);
+            if rg.moved.get(c) {
+                // Its memory lives elsewhere now (the caller flushed these first).
+                p = e;
+                continue;
+            }
             rg.retiring.set(c, e, false);
             let n = (e - c) as u64;
             self.n.retiring -= n;
             self.n.unused += n;
-            self.n.free += n;
             for pend in &mut self.retire.queue {
                 pend.chunks.retain(|&(x, s, _)| !(x == r && s == c));
             }
@@ -164,15 +178,64 @@ impl PageLayer {
         }
     }
 
-    /// Unmap the retiring chunks whose events have completed (waiting for them when
-    /// `wait`); returns the pages unmapped.
+    /// Unmap the chunks the policy gives back whose events have completed (waiting
+    /// for them when `wait`); returns the pages unmapped.
     pub(crate) fn poll(&mut self, wait: bool) -> Result<u64> {
         self.since_poll = 0;
-        let mut done_pages = 0u64;
+        let (chunks, err) = self.take_done(Queue::Retiring, wait, usize::MAX);
+        let (pages, err2) = self.unmap_chunks(chunks);
+        match err.or(err2) {
+            Some(e) => Err(e),
+            None => Ok(pages),
+        }
+    }
+
+    /// Take up to `max` entries from the front of queue `q` whose events have
+    /// completed (waiting for them when `wait`): their chunks, and the first error.
+    /// A broken event does not hold pages forever: when waiting, it counts as done
+    /// (as in the stream-ordered layer), and the error is reported.
+    fn take_done(
+        &mut self,
+        q: Queue,
+        wait: bool,
+        max: usize,
+    ) -> (Vec<(RangeId, usize, usize)>, Option<Error>) {
+        let mut chunks = Vec::new();
         let mut first_err: Option<Error> = None;
-        while let Some(front) = self.retire.queue.front() {
+        let mut taken = 0;
+        while taken < max {
+            let Some(front) = self.retire.get(q).front() else {
+                break;
+            };
+            if !front.recorded {
+                match self.record_events() {
+                    Ok(ev) => {
+                        let f = self.retire.get(q).front_mut().expect("front exists");
+                        f.events = ev;
+                        f.recorded = true;
+                    }
+                    Err(e) if wait => {
+                        // No event to wait for: wait for the streams themselves.
+                        for i in 0..self.streams.len() {
+                            let _ = self.backend.synchronize(self.streams[i]);
+                        }
+                        first_err.get_or_insert(e);
+                    }
+                    Err(e) => {
+                        first_err.get_or_insert(e);
+                        break;
+                    }
+                }
+            }
+            let events = self
+                .retire
+                .get(q)
+                .front()
+                .expect("front exists")
+                .events
+                .clone();
             let mut done = true;
-            for &e in &front.events {
+            for e in events {
                 let ok = if wait {
                     self.calls.waits += 1;
                     self.backend.wait_event(e).map(|_| true)
@@ -186,9 +249,6 @@ impl PageLayer {
                         break;
                     }
                     Err(err) => {
-                        // A broken event must not hold pages forever: when waiting,
-                        // treat it as done (as the stream-ordered layer does), and
-                        // report the error.
                         first_err.get_or_insert(err.into());
                         done = wait;
                         break;
@@ -198,37 +258,60 @@ impl PageLayer {
             if !done {
                 break;
             }
-            let Some(mut p) = self.retire.queue.pop_front() else {
-                break;
-            };
+            let mut p = self.retire.get(q).pop_front().expect("front exists");
             self.retire.spare.append(&mut p.events);
-            p.chunks.sort_unstable();
-            let mut i = 0;
-            while i < p.chunks.len() {
-                let (r, s, mut e) = p.chunks[i];
-                let mut j = i + 1;
-                while j < p.chunks.len() && p.chunks[j].0 == r && p.chunks[j].1 == e {
-                    e = p.chunks[j].2;
-                    j += 1;
-                }
-                match self.unmap_run(r, s, e) {
-                    Ok(()) => done_pages += (e - s) as u64,
-                    Err(err) => {
-                        first_err.get_or_insert(err);
-                    }
-                }
-                i = j;
-            }
+            chunks.append(&mut p.chunks);
+            taken += 1;
         }
-        match first_err {
-            Some(e) => Err(e),
-            None => Ok(done_pages),
-        }
+        (chunks, first_err)
     }
 
-    /// Unmap retiring pages `[s, e)` of range `r` (whole chunks). On failure they
-    /// stay mapped, as cache.
-    fn unmap_run(&mut self, r: RangeId, s: usize, e: usize) -> Result<()> {
+    /// Unmap retiring `chunks`, one call per run of neighbours (all moved or none);
+    /// returns the pages unmapped and the first error.
+    fn unmap_chunks(&mut self, mut chunks: Vec<(RangeId, usize, usize)>) -> (u64, Option<Error>) {
+        chunks.sort_unstable();
+        let mut pages = 0u64;
+        let mut first_err: Option<Error> = None;
+        let mut retry = Vec::new();
+        let mut i = 0;
+        while i < chunks.len() {
+            let (r, s, mut e) = chunks[i];
+            let moved = self.range(r).is_ok_and(|rg| rg.moved.get(s));
+            let mut j = i + 1;
+            while j < chunks.len()
+                && chunks[j].0 == r
+                && chunks[j].1 == e
+                && self.range(r).is_ok_and(|rg| rg.moved.get(e) == moved)
+            {
+                e = chunks[j].2;
+                j += 1;
+            }
+            match self.unmap_run(r, s, e, moved) {
+                Ok(()) => pages += (e - s) as u64,
+                Err(err) => {
+                    if moved {
+                        retry.extend_from_slice(&chunks[i..j]);
+                    }
+                    first_err.get_or_insert(err);
+                }
+            }
+            i = j;
+        }
+        if !retry.is_empty() {
+            // Their memory lives elsewhere: they cannot rejoin the cache, so they wait
+            // for another try.
+            self.retire.moved.push_back(Pending {
+                events: Vec::new(),
+                chunks: retry,
+                recorded: false,
+            });
+        }
+        (pages, first_err)
+    }
+
+    /// Unmap retiring pages `[s, e)` of range `r` (whole chunks, all moved or none).
+    /// On failure pages not moved stay mapped, as cache; moved ones stay retiring.
+    fn unmap_run(&mut self, r: RangeId, s: usize, e: usize, moved: bool) -> Result<()> {
         let shift = self.shift;
         let base = self.range(r)?.base;
         let n = (e - s) as u64;
@@ -236,23 +319,30 @@ impl PageLayer {
             .backend
             .unmap(DevicePtr(base + ((s as u64) << shift)), (e - s) << shift);
         let rg = at(&mut self.ranges, r);
-        rg.retiring.set(s, e, false);
-        self.n.retiring -= n;
         match res {
             Ok(()) => {
+                rg.retiring.set(s, e, false);
+                rg.moved.set(s, e, false);
                 rg.mapped.set(s, e, false);
                 rg.head.set(s, e, false);
                 if e >= rg.top {
                     rg.top = rg.mapped.prev(0, s, true).map_or(0, |q| q + 1);
                 }
+                self.n.retiring -= n;
                 self.n.mapped -= n;
-                self.held.current -= n << shift;
+                if moved {
+                    self.n.moved -= n;
+                }
                 self.calls.unmaps += 1;
+                self.sync_held();
                 Ok(())
             }
             Err(err) => {
-                self.n.unused += n;
-                self.n.free += n;
+                if !moved {
+                    rg.retiring.set(s, e, false);
+                    self.n.retiring -= n;
+                    self.n.unused += n;
+                }
                 Err(err.into())
             }
         }

@@ -18,16 +18,19 @@ fn held(mock: &MockBackend) -> u64 {
 }
 
 #[test]
-fn runs_are_cut_into_chunks_on_a_fixed_grid() {
+fn runs_are_cut_into_chunks_of_at_most_the_chunk_size() {
     let mock = MockBackend::shared();
     let (mut vm, r, page) = layer(
         &mock,
-        VmConfig::default().map_batch_pages(1).chunk_pages(8),
+        VmConfig::default()
+            .map_batch_pages(1)
+            .chunk_pages(8)
+            .chunk_divisor(1),
         64,
     );
     let b = vm.base(r);
     let room = (b, b + 64 * page);
-    // Pages 3..23: chunks 3..8, 8..16, 16..23.
+    // Pages 3..23: chunks 3..11, 11..19, 19..23.
     vm.acquire(r, (b + 3 * page, b + 23 * page), room).unwrap();
     let c = mock.counters();
     assert_eq!((c.map_calls, c.chunks_created, c.pages_mapped), (1, 3, 20));
@@ -57,13 +60,15 @@ fn neighbours_share_pages_and_the_batch_maps_ahead_inside_the_room() {
     vm.acquire(r, n, (a.1, end)).unwrap();
     assert_eq!(mock.counters().map_calls, 1);
     vm.verify([(r, a.0, a.1), (r, n.0, n.1)]).unwrap();
-    // Room that ends early stops the batch.
+    // Room that ends early stops the batch; the unused page mapped ahead of `a`
+    // moves here rather than new memory being taken.
     let c = (b + 10 * page, b + 11 * page);
     vm.acquire(r, c, (c.0, b + 12 * page)).unwrap();
-    assert_eq!(held(&mock), 6 * page, "one page for the block, one ahead");
+    assert_eq!(held(&mock), 5 * page, "one page moved, one new");
+    assert_eq!(vm.detail().move_calls, 1);
     vm.release(r, a, S);
-    // Pages 0, 3 (mapped ahead) and 11 (ahead of c); page 1 is still shared.
-    assert_eq!(vm.detail().unused_pages, 3);
+    // Page 0 and page 11 (ahead of c); page 1 is still shared, page 3 moved away.
+    assert_eq!(vm.detail().unused_pages, 2);
     vm.verify([(r, n.0, n.1), (r, c.0, c.1)]).unwrap();
 }
 
@@ -74,7 +79,8 @@ fn pages_retire_until_the_stream_has_passed_and_come_back_if_used() {
     let cfg = VmConfig::default()
         .map_batch_pages(1)
         .cache(0, 0.0)
-        .chunk_pages(4);
+        .chunk_pages(4)
+        .chunk_divisor(1);
     let (mut vm, r, page) = layer(&mock, cfg, 64);
     let b = vm.base(r);
     let room = (b, b + 64 * page);
@@ -125,6 +131,7 @@ fn the_cache_is_bounded_by_the_floor_above_the_recent_peak() {
     let cfg = VmConfig::default()
         .map_batch_pages(1)
         .chunk_pages(1)
+        .chunk_divisor(1)
         .cache(4 * page as usize, 0.0)
         .window_ops(100);
     let (mut vm, r, _) = layer(&mock, cfg, 1024);
@@ -161,25 +168,120 @@ fn out_of_memory_gives_back_the_cache_and_maps_exactly() {
     let mock = MockBackend::shared_with(MockConfig::default().capacity(32 << 20).manual_events());
     let s = mock.create_stream().unwrap();
     let page = mock.granularity() as u64;
-    let cfg = VmConfig::default().cache(1 << 30, 0.0).map_batch_pages(8);
+    let cfg = VmConfig::default()
+        .cache(1 << 30, 0.0)
+        .map_batch_pages(1)
+        .chunk_pages(16)
+        .chunk_divisor(1);
     let (mut vm, r, _) = layer(&mock, cfg, 64);
     let b = vm.base(r);
     let room = (b, b + 64 * page);
-    let x = (b, b + 10 * page);
+    let x = (b, b + 16 * page);
     vm.acquire(r, x, room).unwrap();
     vm.release(r, x, s);
-    assert_eq!(held(&mock), 16 * page, "kept as cache");
-    // 16 pages do not fit beside the cache: it goes (after waiting for stream s),
-    // and the block gets exactly its pages.
-    let y = (b + 20 * page, b + 36 * page);
+    assert_eq!(
+        held(&mock),
+        16 * page,
+        "kept as cache, one chunk of 16 pages"
+    );
+    // 10 pages do not fit beside the cache, whose one chunk is too large to move
+    // there: it goes (after waiting for stream s), and the block gets its pages.
+    let y = (b + 20 * page, b + 30 * page);
     vm.acquire(r, y, (y.0, room.1)).unwrap();
-    assert_eq!(held(&mock), 16 * page);
+    assert_eq!(held(&mock), 10 * page);
     assert!(vm.detail().event_waits >= 1);
     vm.verify([(r, y.0, y.1)]).unwrap();
     // More than the device has: an error, and nothing counted.
     let z = (b + 36 * page, b + 60 * page);
     assert!(vm.acquire(r, z, (z.0, room.1)).is_err());
     vm.verify([(r, y.0, y.1)]).unwrap();
+}
+
+#[test]
+fn unused_memory_moves_to_where_a_block_needs_it_and_its_old_pages_retire_in_order() {
+    let mock = MockBackend::shared_with(MockConfig::default().host_backed().manual_events());
+    let s = mock.create_stream().unwrap();
+    let cfg = VmConfig::default()
+        .cache(1 << 30, 0.0)
+        .map_batch_pages(1)
+        .chunk_pages(2)
+        .chunk_divisor(1);
+    let (mut vm, r, page) = layer(&mock, cfg, 64);
+    let b = vm.base(r);
+    let room = (b, b + 64 * page);
+    let low = (b, b + 2 * page);
+    let high = (b + 40 * page, b + 46 * page);
+    vm.acquire(r, low, room).unwrap();
+    vm.acquire(r, high, (high.0, room.1)).unwrap();
+    mock.memset(
+        devpool_core::DevicePtr(high.0),
+        5,
+        (high.1 - high.0) as usize,
+        s,
+    )
+    .unwrap();
+    vm.release(r, high, s);
+    assert_eq!(held(&mock), 8 * page);
+    // A block at pages 10..15: five pages, of which the cache gives two chunks of
+    // two; the fifth is new memory.
+    let mid = (b + 10 * page, b + 15 * page);
+    vm.acquire(r, mid, (mid.0, b + 40 * page)).unwrap();
+    let d = vm.detail();
+    assert_eq!(held(&mock), 9 * page, "{d}");
+    assert_eq!((d.moved_pages, d.retiring_pages), (4, 4), "{d}");
+    assert_eq!(
+        mock.counters().alias_calls,
+        1,
+        "one call for a run of donors"
+    );
+    vm.verify([(r, low.0, low.1), (r, mid.0, mid.1)]).unwrap();
+    // The old pages stay mapped until stream s has passed the free.
+    assert_eq!(vm.poll_retiring().unwrap(), 0);
+    let mut back = vec![0u8; page as usize];
+    mock.copy_to_host(
+        &mut back,
+        devpool_core::DevicePtr(b + 44 * page),
+        StreamId::DEFAULT,
+    )
+    .unwrap();
+    assert!(
+        back.iter().all(|&x| x == 5),
+        "queued work may still read them"
+    );
+    mock.complete_stream(s);
+    vm.poll_retiring().unwrap();
+    let d = vm.detail();
+    assert_eq!((d.moved_pages, d.retiring_pages), (0, 0), "{d}");
+    assert_eq!(held(&mock), 9 * page, "moving takes and gives nothing");
+    vm.verify([(r, low.0, low.1), (r, mid.0, mid.1)]).unwrap();
+    // A block on pages that moved away, before they are unmapped: the old mapping
+    // goes first (waiting for the stream), then the pages are mapped anew.
+    vm.release(r, mid, s);
+    let again = (b + 20 * page, b + 23 * page);
+    vm.acquire(r, again, (again.0, b + 40 * page)).unwrap();
+    let d = vm.detail();
+    assert!(d.moved_pages > 0, "{d}");
+    // One of mid's old pages whose memory moved on to `again`.
+    let q = (10..15)
+        .find(|&q| vm.missing(r, b + q * page, b + (q + 1) * page) == 1)
+        .expect("a page moved away");
+    let onto = (b + q * page, b + (q + 1) * page);
+    vm.acquire(r, onto, (onto.0, b + 20 * page)).unwrap();
+    vm.verify([
+        (r, low.0, low.1),
+        (r, again.0, again.1),
+        (r, onto.0, onto.1),
+    ])
+    .unwrap();
+    assert!(vm.detail().event_waits >= 1);
+    mock.memset(
+        devpool_core::DevicePtr(onto.0),
+        1,
+        (onto.1 - onto.0) as usize,
+        s,
+    )
+    .expect("mapped");
+    assert_eq!(vm.held().current, held(&mock));
 }
 
 #[test]

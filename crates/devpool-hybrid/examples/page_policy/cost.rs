@@ -80,14 +80,34 @@ impl Backend for Costed {
         self.add(per + lerp(total, 25.5, 51.9));
         self.inner.map_chunks(ptr, chunks)
     }
+    fn alias(&self, to: DevicePtr, from: &[(DevicePtr, usize)]) -> BackendResult<()> {
+        // Per chunk a handle retained and dropped (about 1 µs each, a guess) and a
+        // cuMemMap; one cuMemSetAccess; no cuMemCreate.
+        let g = self.granularity();
+        let size: usize = from.iter().map(|f| f.1).sum();
+        let chunks = (size / g).max(1) as u64;
+        self.add(chunks * (2_000 + lerp(g, 0.9, 1.0)) + lerp(size, 25.5, 51.9));
+        self.inner.alias(to, from)
+    }
     fn unmap(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
         // One unmap and one release per chunk; the chunk sizes are not visible
         // here, so count the range as chunks of the layer's usual size.
-        let before = self.inner.counters().chunks_released;
+        // One cuMemUnmap per page's mapping (a bound: per chunk in fact), and a
+        // release for each chunk whose memory goes.
+        let before = self.inner.counters();
         let r = self.inner.unmap(ptr, size);
-        let n = (self.inner.counters().chunks_released - before).max(1) as usize;
-        let each = size / n;
-        self.add(n as u64 * (lerp(each, 17.3, 25.2) + lerp(each, 12.9, 54.6)));
+        let after = self.inner.counters();
+        let freed = after.chunks_released - before.chunks_released;
+        let freed_bytes = before.bytes_in_use.current - after.bytes_in_use.current;
+        let each = if freed > 0 {
+            freed_bytes as usize / freed as usize
+        } else {
+            0
+        };
+        let g = self.granularity();
+        self.add(
+            lerp(size.min(64 << 20).max(g), 17.3, 25.2) + freed * lerp(each.max(g), 12.9, 54.6),
+        );
         r
     }
     fn create_stream(&self) -> BackendResult<StreamId> {

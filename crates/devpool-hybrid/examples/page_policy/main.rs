@@ -8,6 +8,7 @@
 //! `cargo run --release -p devpool-hybrid --example page_policy [FILTER...]`
 //! runs the variants whose names contain any FILTER (all without one).
 
+mod breakdown;
 mod cost;
 mod synth;
 
@@ -67,92 +68,63 @@ type Variant = (&'static str, Box<dyn Fn() -> HybridConfig>);
 fn with_pages(mut cfg: HybridConfig, f: impl Fn(VmConfig) -> VmConfig) -> HybridConfig {
     match &mut cfg.large {
         LargeStrategy::Tlsf(t) => t.pages = f(t.pages.clone()),
-        LargeStrategy::Buddy(_) => {}
+        LargeStrategy::Buddy(b) => b.pages = f(b.pages.clone()),
     }
     cfg
 }
 
+/// The training preset with its page settings changed by `f`.
+fn pages(f: fn(VmConfig) -> VmConfig) -> Box<dyn Fn() -> HybridConfig> {
+    Box::new(move || with_pages(HybridConfig::training(), f))
+}
+
+/// The training preset changed by `f`.
+fn preset(f: fn(HybridConfig) -> HybridConfig) -> Box<dyn Fn() -> HybridConfig> {
+    Box::new(move || f(HybridConfig::training()))
+}
+
 fn variants() -> Vec<Variant> {
-    let t = HybridConfig::training;
     vec![
-        ("training", Box::new(t)),
+        ("training", Box::new(HybridConfig::training)),
         ("inference", Box::new(HybridConfig::inference)),
         ("buddy", Box::new(HybridConfig::with_buddy)),
+        ("no-moves", pages(|p| p.move_memory(false))),
+        ("margin-2%", pages(|p| p.move_margin(0.02))),
+        ("chunk-1", pages(|p| p.chunk_pages(1))),
+        ("chunk-8-whole", pages(|p| p.chunk_divisor(1))),
+        ("chunk-16", pages(|p| p.chunk_pages(16))),
+        ("batch-8", pages(|p| p.map_batch_pages(8))),
+        ("batch-32", pages(|p| p.map_batch_pages(32))),
+        ("no-cap", pages(|p| p.batch_cap(0))),
+        ("floor-32M", pages(|p| p.floor_max(1.0))),
+        ("floor-0", pages(|p| p.cache(0, 0.0))),
         (
-            "chunk8",
-            Box::new(move || with_pages(t(), |p| p.chunk_pages(8))),
-        ),
-        (
-            "chunk4",
-            Box::new(move || with_pages(t(), |p| p.chunk_pages(4))),
-        ),
-        (
-            "chunk16",
-            Box::new(move || with_pages(t(), |p| p.chunk_pages(16))),
-        ),
-        (
-            "batch1",
-            Box::new(move || with_pages(t(), |p| p.map_batch_pages(1))),
-        ),
-        (
-            "batch32",
-            Box::new(move || with_pages(t(), |p| p.map_batch_pages(32))),
-        ),
-        (
-            "floor0",
-            Box::new(move || with_pages(t(), |p| p.cache(0, 0.0))),
-        ),
-        (
-            "slack0",
-            Box::new(move || with_pages(t(), |p| p.slack_max(0.0))),
-        ),
-        (
-            "slack1/64",
-            Box::new(move || with_pages(t(), |p| p.slack_max(1.0 / 64.0))),
-        ),
-        (
-            "slack1/16",
-            Box::new(move || with_pages(t(), |p| p.slack_max(1.0 / 16.0))),
-        ),
-        (
-            "tlsfslack0",
-            Box::new(move || {
-                with_pages(
-                    HybridConfig {
-                        small_max: 0,
-                        ..t()
-                    },
-                    |p| p.slack_max(0.0),
-                )
+            "slab-regions",
+            preset(|c| HybridConfig {
+                slabs_from_large: false,
+                slab: devpool_slab::SlabConfig::geometric(4, 64 << 10),
+                ..c
             }),
         ),
         (
-            "tlsfonly",
-            Box::new(move || HybridConfig {
-                small_max: 0,
-                ..t()
+            "slab-1M",
+            preset(|c| HybridConfig {
+                small_max: 1 << 20,
+                slab: devpool_slab::SlabConfig::geometric(4, 1 << 20)
+                    .min_slab_bytes(64 << 10)
+                    .keep_empty(0),
+                ..c
             }),
         ),
+        ("tlsf-only", preset(|c| HybridConfig { small_max: 0, ..c })),
         (
             "eager",
-            Box::new(move || with_pages(t(), |p| p.cache(0, 0.0).window_ops(1).chunk_pages(1))),
-        ),
-        (
-            "eagerslab1m",
-            Box::new(move || {
-                with_pages(
-                    HybridConfig {
-                        small_max: 1 << 20,
-                        slab: devpool_slab::SlabConfig::geometric(4, 1 << 20),
-                        ..t()
-                    },
-                    |p| p.cache(0, 0.0).window_ops(1).chunk_pages(1),
-                )
+            pages(|p| {
+                p.cache(0, 0.0)
+                    .window_ops(1)
+                    .move_memory(false)
+                    .chunk_pages(1)
             }),
-        ),
-        (
-            "floor8",
-            Box::new(move || with_pages(t(), |p| p.cache(8 << 20, 0.0))),
         ),
     ]
 }
@@ -171,13 +143,32 @@ fn traces() -> Vec<Trace> {
         .iter()
         .map(|p| read_trace(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
         .collect();
-    v.push(synth::decoder(12, 1));
-    v.push(synth::encoder(300, 2));
+    if std::env::var_os("PAGE_POLICY_SYNTH").is_some() {
+        v.push(synth::decoder(12, 1));
+        v.push(synth::encoder(300, 2));
+    }
     v
 }
 
 fn main() {
     let filters: Vec<String> = std::env::args().skip(1).collect();
+    if filters.first().map(String::as_str) == Some("--breakdown") {
+        let small_max: usize = std::env::var("SMALL_MAX")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(64 << 10);
+        for t in traces() {
+            if filters.len() > 1 && !filters[1..].iter().any(|f| t.name.contains(f.as_str())) {
+                continue;
+            }
+            breakdown::run(
+                &t,
+                small_max,
+                devpool_tlsf::TlsfConfig::default().mode(devpool_tlsf::Mode::Virtual),
+            );
+        }
+        return;
+    }
     let opts = ReplayOptions {
         measure_latency: false,
         timeline_points: 0,
@@ -198,7 +189,11 @@ fn main() {
     );
     for trace in traces() {
         for (name, make) in variants() {
-            if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+            if !filters.is_empty()
+                && !filters
+                    .iter()
+                    .any(|f| name == f.as_str() || (f.len() > 2 && name.contains(f.as_str())))
+            {
                 continue;
             }
             let cost = Costed::new(MockBackend::shared());
@@ -228,6 +223,19 @@ fn main() {
             let p99 = a.get(a.len() * 99 / 100).copied().unwrap_or(0);
             let max = a.last().copied().unwrap_or(0);
             let (maps, unmaps) = *probe.mapping.lock();
+            if std::env::var_os("PAGE_POLICY_CALLS").is_some() {
+                let c = cost.counters();
+                println!(
+                    "{} {name}: map {} (alias {}), unmap {}, regions {}+{}, chunks made {}",
+                    trace.name,
+                    c.map_calls - c.alias_calls,
+                    c.alias_calls,
+                    c.unmap_calls,
+                    c.region_allocs,
+                    c.region_frees,
+                    c.chunks_created
+                );
+            }
             println!(
                 "{:<20} {:<10} {:>7.4} {:>9.2} {:>10.2} {:>8} {:>8} {:>12.1} {:>12.1} {:>11.2}",
                 trace.name,
