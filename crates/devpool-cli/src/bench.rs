@@ -219,6 +219,9 @@ fn check_args(args: &BenchArgs) -> Result<(), String> {
     if args.pairs == 0 {
         return Err("--pairs 0: the pair workloads need at least one pair".into());
     }
+    if args.live.contains(&0) {
+        return Err("--live 0: a live-block count must be at least 1".into());
+    }
     for &t in &args.threads {
         if t == 0 {
             return Err("--threads 0: each thread count must be at least 1".into());
@@ -460,6 +463,10 @@ mod tests {
             args(vec![MAX_THREADS + 1], 10, 10),
             args(vec![1], 0, 10),
             args(vec![1], 10, 0),
+            BenchArgs {
+                live: vec![1000, 0],
+                ..args(vec![1], 10, 10)
+            },
         ] {
             assert!(check_args(&bad).is_err());
         }

@@ -1,54 +1,39 @@
 //! `devpool compare` and `devpool replay`.
+//!
+//! Each trace file is read as it is replayed, once per strategy, so memory grows
+//! with the blocks live at once, not with the length of the trace; the progress bar
+//! counts the bytes of the files read.
 
+use crate::inputs::{default_traces, label, plot_names, Input};
+use crate::table::{table, trace_warning};
 use crate::target::{build, fresh_backend, strategies};
 use crate::BackendArgs;
-use devpool_core::human_bytes;
-use devpool_trace::{plot_timelines, read_trace, replay, ReplayOptions, ReplayReport, Trace};
+use devpool_trace::{open_trace, plot_timelines, replay_events, ReplayOptions, ReplayReport};
 use indicatif::{ProgressBar, ProgressStyle};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-/// The bundled traces: `traces/` under the working directory, else the one in the
-/// source tree this binary was built from.
-fn default_traces() -> Result<Vec<PathBuf>, String> {
-    let here = PathBuf::from("traces");
-    let dir = if here.is_dir() {
-        here
-    } else {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces")
-    };
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map_err(|e| {
-            format!(
-                "no trace given and no bundled traces/ folder ({}): {e}",
-                dir.display()
-            )
-        })?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            n.ends_with(".csv") || n.ends_with(".csv.gz") || n.ends_with(".pickle")
-        })
-        .collect();
-    v.sort();
-    if v.is_empty() {
-        return Err(format!("no traces in {}", dir.display()));
-    }
-    Ok(v)
-}
+/// What a command found wrong with its traces: warnings printed, exit status 2.
+pub type Warned = bool;
 
-fn load(path: &Path) -> Result<Trace, String> {
-    read_trace(path).map_err(|e| format!("{}: {e}", path.display()))
-}
-
+/// Replay `input` through `strategy` on a fresh backend; `pb` shows the bytes of the
+/// file read, from `done` bytes of earlier work on.
 fn run_one(
-    trace: &Trace,
+    input: &Input,
     strategy: &str,
     args: &BackendArgs,
-    opts: &ReplayOptions,
+    pb: &ProgressBar,
+    done: u64,
 ) -> Result<ReplayReport, String> {
+    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", input.path.display());
+    let reader = open_trace(&input.path).map_err(|e| e.to_string())?;
+    let read = reader.bytes_read_handle();
+    let pb2 = pb.clone();
+    let opts = ReplayOptions::default().with_progress(move |_| {
+        pb2.set_position(done + read.load(std::sync::atomic::Ordering::Relaxed))
+    });
     let target = fresh_backend(args)?;
     let alloc = build(strategy, &target)?;
-    let mut r = replay(trace, &*alloc, opts);
+    let mut r = replay_events(&input.label, reader, &*alloc, &opts).map_err(|e| e.to_string())?;
     r.strategy = strategy.to_string();
     if crate::target::BASELINES.contains(&strategy) && r.peak_reserved_bytes == 0 {
         // The driver's own pool holds its memory out of the backend's sight: take the
@@ -59,32 +44,34 @@ fn run_one(
         }
     }
     let _ = alloc.trim();
+    if r.allocations + r.failed_allocations == 0 {
+        return Err(at(&format!(
+            "no allocation in {} events: an empty trace (or a header only) has nothing \
+             to measure",
+            r.events
+        )));
+    }
     Ok(r)
 }
 
-fn bar(len: u64, msg: &str) -> ProgressBar {
+fn bar(len: u64, hidden: bool) -> ProgressBar {
+    if hidden {
+        return ProgressBar::hidden();
+    }
     let pb = ProgressBar::new(len);
     pb.set_style(
-        ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} ({elapsed})")
-            .expect("valid template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} of trace files read ({elapsed})",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
     );
-    pb.set_message(msg.to_string());
     pb
 }
 
-fn plot_name(trace: &str) -> String {
-    let stem: String = trace
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    format!("{stem}.svg")
+/// Size of a file, for the progress bar (0 when unknown).
+fn file_len(path: &std::path::Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
 
 pub fn compare(
@@ -93,99 +80,66 @@ pub fn compare(
     plots: PathBuf,
     json: bool,
     args: &BackendArgs,
-) -> Result<(), String> {
+) -> Result<Warned, String> {
     let traces = if traces.is_empty() {
         default_traces()?
     } else {
         traces
     };
     let names = strategies(&strategies_asked, args)?;
-    let loaded: Vec<Trace> = traces.iter().map(|p| load(p)).collect::<Result<_, _>>()?;
-    let total: u64 = loaded.iter().map(|t| t.events.len() as u64).sum::<u64>() * names.len() as u64;
-    let pb = if json {
-        ProgressBar::hidden()
-    } else {
-        bar(total, "replaying")
-    };
-    let opts = ReplayOptions::default();
+    let inputs = label(traces);
+    let labels: Vec<&str> = inputs.iter().map(|i| i.label.as_str()).collect();
+    let plot_files = plot_names(&labels);
+    let total: u64 = inputs.iter().map(|i| file_len(&i.path)).sum::<u64>() * names.len() as u64;
+    let pb = bar(total, json);
     let mut all: Vec<ReplayReport> = Vec::new();
+    let mut warnings = Vec::new();
     std::fs::create_dir_all(&plots).map_err(|e| format!("{}: {e}", plots.display()))?;
     let started = std::time::Instant::now();
-    for t in &loaded {
+    let mut done = 0;
+    for (input, plot_file) in inputs.iter().zip(&plot_files) {
         let mut runs = Vec::new();
+        let len = file_len(&input.path);
         for s in &names {
-            pb.set_message(format!("{} / {s}", t.name));
-            let r = run_one(t, s, args, &opts)?;
-            pb.inc(t.events.len() as u64);
+            pb.set_message(format!("{} / {s}", input.label));
+            let r = run_one(input, s, args, &pb, done)?;
+            done += len;
+            pb.set_position(done);
             runs.push(r);
         }
-        let path = plots.join(plot_name(&t.name));
+        warnings.extend(runs.first().and_then(trace_warning));
+        let path = plots.join(plot_file);
         let refs: Vec<&ReplayReport> = runs.iter().collect();
         plot_timelines(
             &path,
-            &format!("{}: live and held device bytes", t.name),
+            &format!("{}: live and held device bytes", input.label),
             &refs,
         )
         .map_err(|e| format!("{}: {e}", path.display()))?;
         all.extend(runs);
     }
     pb.finish_and_clear();
+    for w in &warnings {
+        eprintln!("devpool: {w}");
+    }
     if json {
         println!(
             "{}",
             serde_json::to_string_pretty(&all).map_err(|e| e.to_string())?
         );
-        return Ok(());
+        return Ok(!warnings.is_empty());
     }
-    print_table(&all);
+    print!("{}", table(&all));
     println!(
         "\n{} replays of {} traces in {:.2} s on the {} backend; plots in {}/",
         all.len(),
-        loaded.len(),
+        inputs.len(),
         started.elapsed().as_secs_f64(),
         args.backend,
         plots.display()
     );
     println!("frag = peak device bytes held / peak live requested bytes (1.000 is the floor).");
-    Ok(())
-}
-
-fn print_table(all: &[ReplayReport]) {
-    println!(
-        "{:<22} {:<17} {:>7} {:>11} {:>11} {:>10} {:>6} {:>9} {:>9} {:>9} {:>9}",
-        "trace",
-        "strategy",
-        "frag",
-        "peak held",
-        "peak live",
-        "rounding",
-        "failed",
-        "calls/kop",
-        "alloc p50",
-        "alloc p99",
-        "free p50"
-    );
-    let mut last = String::new();
-    for r in all {
-        if r.trace != last && !last.is_empty() {
-            println!();
-        }
-        last = r.trace.clone();
-        println!(
-            "{:<22} {:<17} {:>7.3} {:>11} {:>11} {:>10} {:>6} {:>9.2} {:>7} ns {:>6} ns {:>6} ns",
-            r.trace,
-            r.strategy,
-            r.fragmentation_ratio,
-            human_bytes(r.peak_reserved_bytes),
-            human_bytes(r.peak_live_bytes),
-            human_bytes(r.rounding_waste_at_peak),
-            r.failed_allocations,
-            r.backend.per_1000_ops.memory_calls,
-            r.latency.alloc.median_ns,
-            r.latency.alloc.p99_ns,
-            r.latency.free.median_ns,
-        );
-    }
+    Ok(!warnings.is_empty())
 }
 
 pub fn replay_one(
@@ -194,24 +148,29 @@ pub fn replay_one(
     plot: Option<PathBuf>,
     json: bool,
     args: &BackendArgs,
-) -> Result<(), String> {
+) -> Result<Warned, String> {
     let names = strategies(&[strategy.to_string()], args)?;
-    let t = load(&trace)?;
-    let pb = if json {
-        ProgressBar::hidden()
-    } else {
-        bar(t.events.len() as u64, &t.name)
-    };
-    let pb2 = pb.clone();
-    let opts = ReplayOptions {
-        progress: Some(Box::new(move |n| pb2.set_position(n))),
-        ..ReplayOptions::default()
-    };
-    let r = run_one(&t, &names[0], args, &opts)?;
+    if let Some(p) = &plot {
+        let svg = p.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+        if !svg {
+            return Err(format!(
+                "--plot {}: plots are SVG files: give a name ending in .svg",
+                p.display()
+            ));
+        }
+    }
+    let input = label(vec![trace]).remove(0);
+    let pb = bar(file_len(&input.path), json);
+    pb.set_message(input.label.clone());
+    let r = run_one(&input, &names[0], args, &pb, 0)?;
     pb.finish_and_clear();
     if let Some(p) = &plot {
-        plot_timelines(p, &format!("{}: {}", t.name, r.strategy), &[&r])
+        plot_timelines(p, &format!("{}: {}", input.label, r.strategy), &[&r])
             .map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    let warning = trace_warning(&r);
+    if let Some(w) = &warning {
+        eprintln!("devpool: {w}");
     }
     if json {
         let mut v = serde_json::to_value(&r).map_err(|e| e.to_string())?;
@@ -220,11 +179,21 @@ pub fn replay_one(
         }
         println!("{}", serde_json::to_string(&v).map_err(|e| e.to_string())?);
     } else {
-        print_table(std::slice::from_ref(&r));
+        print!("{}", table(std::slice::from_ref(&r)));
         println!(
-            "\n{} events in {:.1} ms; {} allocations, {} frees, {} unknown frees, {} live at the end",
-            r.events, r.wall_ms, r.allocations, r.frees, r.unknown_frees, r.leaked_at_end
+            "\n{} events in {:.1} ms; {} allocations ({} failed), {} frees, {} live at the end; \
+             trace faults: {} allocations at a live address, {} double frees, {} frees of \
+             unknown addresses",
+            r.events,
+            r.wall_ms,
+            r.allocations,
+            r.failed_allocations,
+            r.frees,
+            r.leaked_at_end,
+            r.missing_frees,
+            r.double_frees,
+            r.unknown_frees
         );
     }
-    Ok(())
+    Ok(warning.is_some())
 }

@@ -4,6 +4,7 @@ use crate::BackendArgs;
 use devpool_core::{human_bytes, Backend, MockBackend};
 
 pub fn info(args: &BackendArgs) -> Result<(), String> {
+    crate::target::check_device(args)?;
     match args.backend.as_str() {
         "mock" => {
             let m = MockBackend::default();
@@ -31,6 +32,9 @@ pub fn info(args: &BackendArgs) -> Result<(), String> {
             println!("{d}");
             Ok(())
         }
-        other => Err(format!("unknown backend '{other}': use mock or cuda")),
+        other => Err(format!(
+            "unknown backend '{}': use mock or cuda",
+            devpool_core::excerpt(other, 64)
+        )),
     }
 }

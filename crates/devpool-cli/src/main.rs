@@ -6,8 +6,10 @@ mod cabi;
 mod compare;
 mod fifo;
 mod info;
+mod inputs;
 mod live;
 mod reference;
+mod table;
 mod target;
 
 use clap::{Parser, Subcommand};
@@ -113,7 +115,23 @@ enum Command {
     Strategies,
 }
 
+/// Exit status of a run that finished but found its traces inconsistent (double
+/// frees, frees of unknown addresses, allocations at a live address).
+const EXIT_TRACE_WARNINGS: u8 = 2;
+
+/// Die quietly, as other Unix tools do, when the reader of standard output goes away
+/// (`devpool compare --json | head -c 10`), instead of failing on the closed pipe.
+fn default_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to its default at the start of main,
+    // before any other thread exists; SIG_DFL is a valid handler for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    default_sigpipe();
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Compare {
@@ -122,14 +140,14 @@ fn main() -> ExitCode {
             plots,
             json,
             backend,
-        } => compare::compare(traces, strategies, plots, json, &backend),
+        } => compare::compare(traces, strategies, plots, json, &backend).map(warned),
         Command::Replay {
             trace,
             strategy,
             plot,
             json,
             backend,
-        } => compare::replay_one(trace, &strategy, plot, json, &backend),
+        } => compare::replay_one(trace, &strategy, plot, json, &backend).map(warned),
         Command::Bench {
             json,
             strategies,
@@ -148,20 +166,30 @@ fn main() -> ExitCode {
                 live,
             },
             &backend,
-        ),
-        Command::Info { backend } => info::info(&backend),
+        )
+        .map(|()| ExitCode::SUCCESS),
+        Command::Info { backend } => info::info(&backend).map(|()| ExitCode::SUCCESS),
         Command::Strategies => {
             for s in devpool::STRATEGIES {
                 println!("{:18} {}", s.name, s.about);
             }
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
     };
     match r {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("devpool: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Success, or the status that says the traces had faults.
+fn warned(w: compare::Warned) -> ExitCode {
+    if w {
+        ExitCode::from(EXIT_TRACE_WARNINGS)
+    } else {
+        ExitCode::SUCCESS
     }
 }

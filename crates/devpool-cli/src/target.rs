@@ -28,13 +28,28 @@ impl Target {
 
 /// A fresh backend for one run.
 pub fn fresh_backend(args: &BackendArgs) -> Result<Target, String> {
+    check_device(args)?;
     match args.backend.as_str() {
         "mock" => Ok(Target::Mock(MockBackend::shared())),
         "cuda" => CudaBackend::new(args.device)
             .map(Target::Cuda)
             .map_err(|e| format!("CUDA backend on device {}: {e}", args.device)),
-        other => Err(format!("unknown backend '{other}': use mock or cuda")),
+        other => Err(format!(
+            "unknown backend '{}': use mock or cuda",
+            devpool_core::excerpt(other, 64)
+        )),
     }
+}
+
+/// Refuse a device ordinal the backend cannot honour: the mock is one device.
+pub fn check_device(args: &BackendArgs) -> Result<(), String> {
+    if args.backend == "mock" && args.device != 0 {
+        return Err(format!(
+            "--device {}: the mock backend is a single device (0); use --backend cuda for a GPU",
+            args.device
+        ));
+    }
+    Ok(())
 }
 
 /// Build `name` on `target`: a devpool strategy, or on CUDA one of the driver's own
@@ -70,7 +85,10 @@ pub fn strategies(asked: &[String], args: &BackendArgs) -> Result<Vec<String>, S
     }
     for a in asked {
         if !known.contains(&a.as_str()) && !BASELINES.contains(&a.as_str()) {
-            return Err(format!("unknown strategy '{a}': see `devpool strategies`"));
+            return Err(format!(
+                "unknown strategy '{}': see `devpool strategies`",
+                devpool_core::excerpt(a, 64)
+            ));
         }
     }
     Ok(asked.to_vec())

@@ -16,6 +16,7 @@ fn settings_that_measure_nothing_are_errors() {
         (&["bench", "--threads", "1,0"][..], "--threads 0"),
         (&["bench", "--steps", "0"][..], "--steps 0"),
         (&["bench", "--pairs", "0"][..], "--pairs 0"),
+        (&["bench", "--live", "1000,0"][..], "--live 0"),
         (&["bench", "--threads", "100000000000"][..], "at most"),
     ] {
         let out = devpool(args);

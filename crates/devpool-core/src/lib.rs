@@ -52,5 +52,6 @@ pub use ordered::{StreamOrdered, DEFAULT_MAX_STREAMS};
 pub use rng::Rng;
 pub use stats::{AtomicGauge, Counters, Gauge, Stats};
 pub use types::{
-    align_up, human_bytes, Block, DeviceId, DevicePtr, EventId, Request, StreamId, MIN_ALIGN,
+    align_up, excerpt, human_bytes, Block, DeviceId, DevicePtr, EventId, Request, StreamId,
+    MIN_ALIGN,
 };

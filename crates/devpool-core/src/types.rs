@@ -199,6 +199,27 @@ pub fn align_up(x: usize, align: usize) -> Option<usize> {
     x.checked_add(align - 1).map(|v| v & !(align - 1))
 }
 
+/// At most `max` bytes of `text` for an error message, cut at a character boundary
+/// and marked with how long the whole was: input echoed back to a user is capped, so
+/// a 50 MB field does not become a 50 MB message.
+///
+/// ```
+/// use devpool_core::excerpt;
+/// assert_eq!(excerpt("short", 64), "short");
+/// let long = "x".repeat(1000);
+/// assert_eq!(excerpt(&long, 8), "xxxxxxxx... (1000 bytes)");
+/// ```
+pub fn excerpt(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}... ({} bytes)", &text[..end], text.len()))
+}
+
 /// Format a byte count for people: `1.50 GiB`.
 pub fn human_bytes(bytes: u64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];

@@ -114,8 +114,9 @@ size_t devpool_trim(int device);
 int devpool_record_stream(void *ptr, int device, cudaStream_t stream);
 
 /*
- * The message of the last failure on the calling thread, or "". Valid until
- * the next failing devpool call on this thread; successful calls leave it.
+ * The message of the last failure on the calling thread, or ""; successful
+ * calls leave it. The pointer stays valid until this thread calls
+ * devpool_last_error again: no other devpool call frees it.
  */
 const char *devpool_last_error(void);
 

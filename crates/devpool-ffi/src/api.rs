@@ -165,9 +165,10 @@ pub extern "C" fn devpool_record_stream(
     })
 }
 
-/// The message of the last failure on the calling thread, or an empty string. The
-/// pointer stays valid until the next failing devpool call on this thread;
-/// successful calls leave it as it was (like `errno`).
+/// The message of the last failure on the calling thread, or an empty string;
+/// successful calls leave it as it was (like `errno`). The pointer stays valid until
+/// this thread calls `devpool_last_error` again: no other devpool call, failing or
+/// not, frees it.
 #[no_mangle]
 pub extern "C" fn devpool_last_error() -> *const c_char {
     shielded("devpool_last_error", c"".as_ptr(), last_error_ptr)

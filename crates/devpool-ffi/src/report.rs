@@ -37,8 +37,15 @@ const KINDS: usize = 7;
 static SHOWN: [AtomicBool; KINDS] = [const { AtomicBool::new(false) }; KINDS];
 static MODE: AtomicU8 = AtomicU8::new(1);
 
+/// Longest message kept, in bytes: a message echoing a huge input is cut.
+const MAX_MESSAGE: usize = 4096;
+
 thread_local! {
+    /// This thread's last error.
     static LAST: RefCell<CString> = RefCell::new(CString::default());
+    /// The copy of it `devpool_last_error` handed out last: replaced only by the
+    /// thread's next `devpool_last_error`, so no other call frees what a caller holds.
+    static HANDED_OUT: RefCell<CString> = RefCell::new(CString::default());
 }
 
 /// Set how much is written to standard error.
@@ -53,18 +60,28 @@ pub(crate) fn set_log_mode(mode: LogMode) {
     );
 }
 
-/// Keep `msg` as this thread's last error.
+/// Keep `msg` (at most [`MAX_MESSAGE`] bytes of it) as this thread's last error.
 pub(crate) fn set_last_error(msg: &str) {
+    let msg = devpool_core::excerpt(msg, MAX_MESSAGE);
     let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
     // During thread teardown the slot may be gone: then the message is dropped.
     let _ = LAST.try_with(|l| *l.borrow_mut() = c);
 }
 
-/// This thread's last error message (an empty string when there was none); valid
-/// until the next failing call on this thread.
+/// This thread's last error message (an empty string when there was none). The
+/// pointer is to a copy that stays valid until this thread's next call of this
+/// function: other calls, failing or not, leave it alone, so
+/// `printf("%d %s", devpool_configure(x), devpool_last_error())` reads valid memory
+/// whichever argument C evaluates first.
 pub(crate) fn last_error_ptr() -> *const c_char {
     static EMPTY: &[u8] = b"\0";
-    LAST.try_with(|l| l.borrow().as_ptr())
+    let copy = LAST.try_with(|l| l.borrow().clone()).unwrap_or_default();
+    HANDED_OUT
+        .try_with(|s| {
+            let mut s = s.borrow_mut();
+            *s = copy;
+            s.as_ptr()
+        })
         .unwrap_or(EMPTY.as_ptr().cast())
 }
 

@@ -1,7 +1,8 @@
 //! The C example builds with a C compiler against `devpool.h` and the shared
 //! library, and passes its own checks on the mock backend with every listed strategy. The
-//! header also compiles as C99 with `-pedantic` and as C++. Skipped, with a
-//! message, where there is no compiler.
+//! header also compiles as C99 with `-pedantic` and as C++. `devpool_last_error`'s
+//! pointer is checked under valgrind. Skipped, with a message, where there is no
+//! compiler (or no valgrind).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -147,4 +148,61 @@ fn the_header_compiles_as_strict_c_and_as_cpp() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// Build the C program `tests/c/NAME.c` against the header and the library.
+fn build_c(cc: &str, lib: &Path, scratch: &Scratch, name: &str) -> PathBuf {
+    let exe = scratch.0.join(name);
+    let lib_dir = lib.parent().unwrap();
+    let out = Command::new(cc)
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-g", "-O0"])
+        .arg("-I")
+        .arg(include_dir())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c")))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-L")
+        .arg(lib_dir)
+        .arg("-ldevpool_ffi")
+        .arg(format!("-Wl,-rpath,{}", lib_dir.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{cc} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+#[test]
+fn last_error_stays_valid_across_later_failures_under_valgrind() {
+    let Some(cc) = c_compiler() else {
+        eprintln!("skipped: no C compiler (set CC, or install cc)");
+        return;
+    };
+    let Some(lib) = shared_library() else {
+        eprintln!("skipped: no libdevpool_ffi.so beside the test binary");
+        return;
+    };
+    if !works("valgrind") {
+        eprintln!("skipped: no valgrind");
+        return;
+    }
+    let scratch = Scratch::new("last-error");
+    let exe = build_c(&cc, &lib, &scratch, "last_error");
+    let run = Command::new("valgrind")
+        .args(["--error-exitcode=99", "--leak-check=no", "-q"])
+        .arg(&exe)
+        .env_remove("DEVPOOL_CONFIG")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        run.status.success() && stdout.contains("ok: the held message stayed valid"),
+        "{}\nstdout:\n{stdout}\nstderr (valgrind):\n{stderr}",
+        run.status
+    );
+    assert!(!stderr.contains("Invalid read"), "{stderr}");
 }

@@ -9,7 +9,7 @@ pub(crate) const DAY_US: u64 = 24 * HOUR_US;
 /// written past midnight of its first day); the fraction may have 1 to 9 digits
 /// (digits past the sixth are dropped).
 pub(crate) fn parse_time(s: &str) -> Result<u64, String> {
-    let bad = |why: &str| format!("bad time '{s}': {why}");
+    let bad = |why: &str| format!("bad time '{}': {why}", crate::rmm::shown(s));
     let mut parts = s.splitn(3, ':');
     let (Some(h), Some(m), Some(rest)) = (parts.next(), parts.next(), parts.next()) else {
         return Err(bad("expected HH:MM:SS.micro"));

@@ -27,16 +27,18 @@
 #![warn(missing_docs)]
 
 mod clock;
+mod depth;
 mod error;
 mod event;
 mod hash;
 mod latency;
 mod plot;
 mod pytorch;
-mod read;
+mod recent;
 mod replay;
 mod report;
 mod rmm;
+mod stream;
 mod summary;
 mod timeline;
 
@@ -44,10 +46,10 @@ pub use error::TraceError;
 pub use event::{Action, Trace, TraceEvent};
 pub use plot::plot_timelines;
 pub use pytorch::{read_pytorch_snapshot, read_pytorch_snapshot_device};
-pub use read::read_trace;
-pub use replay::{replay, ProgressFn, ReplayOptions};
+pub use replay::{replay, replay_events, ProgressFn, ReplayOptions};
 pub use report::{
     BackendCallRates, BackendCallsSummary, LatencySummary, OpLatency, ReplayReport, TimelinePoint,
 };
 pub use rmm::{read_rmm_csv, write_rmm_csv, RMM_CSV_HEADER};
+pub use stream::{open_trace, read_trace, trace_name, TraceReader};
 pub use summary::{TraceSummary, SMALL_REQUEST};

@@ -5,9 +5,8 @@ use crate::report::ReplayReport;
 use plotters::prelude::*;
 use std::path::Path;
 
-const GIB: f64 = (1u64 << 30) as f64;
-
-/// Colours of the reserved-bytes lines, one per run (repeating past the end).
+/// Colours of the first reserved-bytes lines; further runs get colours of their own
+/// ([`colour`]).
 const PALETTE: [RGBColor; 8] = [
     RGBColor(0x1f, 0x77, 0xb4),
     RGBColor(0xd6, 0x27, 0x28),
@@ -19,9 +18,59 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(0x17, 0xbe, 0xcf),
 ];
 
+/// The colour of run `i`: the palette, then hues spread by the golden angle, so no
+/// two runs of a plot share a colour.
+fn colour(i: usize) -> RGBColor {
+    if let Some(&c) = PALETTE.get(i) {
+        return c;
+    }
+    let hue = ((i - PALETTE.len()) as f64 * 0.381_966 + 0.05).fract();
+    let (r, g, b) = HSLColor(hue, 0.75, 0.38).to_rgba().rgb();
+    RGBColor(r, g, b)
+}
+
+/// The unit of the byte axis (bytes per unit, name) for values up to `max` bytes:
+/// the largest in which `max` is at least 1.
+fn unit(max: u64) -> (f64, &'static str) {
+    [(1u64 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")]
+        .into_iter()
+        .find(|&(u, _)| max >= u)
+        .map_or((1.0, "bytes"), |(u, n)| (u as f64, n))
+}
+
+/// Decimals that tell apart axis labels `step` apart.
+fn decimals(step: f64) -> usize {
+    if step >= 1.0 || step <= 0.0 {
+        0
+    } else {
+        (-step.log10()).ceil() as usize
+    }
+}
+
+/// Tick labels on an axis: at most 10, and no more than there are whole steps when
+/// the axis counts events.
+const LABELS: usize = 10;
+
+/// How a run is named in the legend: its peak and ratio, or why it has no ratio.
+fn legend(run: &ReplayReport, scale: f64, unit: &str) -> String {
+    let peak = run.peak_reserved_bytes as f64 / scale;
+    let ratio = if run.failed_allocations > 0 {
+        format!("{} allocations failed: no ratio", run.failed_allocations)
+    } else if run.peak_live_bytes == 0 {
+        "nothing live: no ratio".to_string()
+    } else if run.fragmentation_ratio < 1.0 {
+        "held below live (memory the backend does not see): no ratio".to_string()
+    } else {
+        format!("{:.3}x", run.fragmentation_ratio)
+    };
+    format!("{} reserved, peak {peak:.2} {unit} ({ratio})", run.strategy)
+}
+
 /// Draw the timelines of `runs` (replays of one trace) into an SVG file at `path`:
-/// live requested bytes once (from the first run) and each run's reserved bytes, in
-/// GiB over the event index, with each strategy's fragmentation ratio in the legend.
+/// live requested bytes once (from the first run) and each run's reserved bytes over
+/// the event index, in the largest unit the peak fills (GiB, MiB, KiB or bytes), with
+/// each strategy's fragmentation ratio in the legend, or why it has none (failed
+/// allocations, held below live). Every run has a colour of its own.
 pub fn plot_timelines(path: &Path, title: &str, runs: &[&ReplayReport]) -> Result<(), TraceError> {
     let label = path.display().to_string();
     let err = |e: &dyn std::fmt::Display| TraceError::Plot {
@@ -32,14 +81,18 @@ pub fn plot_timelines(path: &Path, title: &str, runs: &[&ReplayReport]) -> Resul
         return Err(err(&"no replay to plot"));
     };
     let x_max = runs.iter().map(|r| r.events.max(1)).max().unwrap_or(1) as f64;
-    let y_max = runs
+    let max_bytes = runs
         .iter()
         .flat_map(|r| r.timeline.iter())
         .map(|p| p.reserved_bytes.max(p.live_bytes))
         .max()
-        .unwrap_or(0) as f64
-        / GIB;
+        .unwrap_or(0);
+    let (scale, unit_name) = unit(max_bytes);
+    let y_max = max_bytes as f64 / scale;
     let y_max = if y_max > 0.0 { y_max * 1.05 } else { 1.0 };
+    let y_decimals = decimals(y_max / LABELS as f64);
+    // Events are whole numbers: no more labels than there are events to name.
+    let x_labels = LABELS.min(x_max as usize + 1);
 
     let root = SVGBackend::new(path, (1200, 700)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
@@ -53,41 +106,38 @@ pub fn plot_timelines(path: &Path, title: &str, runs: &[&ReplayReport]) -> Resul
     chart
         .configure_mesh()
         .x_desc("event")
-        .y_desc("GiB")
+        .y_desc(unit_name)
+        .x_labels(x_labels)
+        .y_labels(LABELS)
         .x_label_formatter(&|x| format!("{x:.0}"))
-        .y_label_formatter(&|y| format!("{y:.1}"))
+        .y_label_formatter(&|y| format!("{y:.y_decimals$}"))
         .label_style(("sans-serif", 14))
         .draw()
         .map_err(|e| err(&e))?;
 
     for (i, run) in runs.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
+        let color = colour(i);
         let reserved = run
             .timeline
             .iter()
-            .map(|p| (p.event as f64, p.reserved_bytes as f64 / GIB));
+            .map(|p| (p.event as f64, p.reserved_bytes as f64 / scale));
         chart
             .draw_series(LineSeries::new(reserved, color.stroke_width(2)))
             .map_err(|e| err(&e))?
-            .label(format!(
-                "{} reserved, peak {:.2} GiB ({:.3}x)",
-                run.strategy,
-                run.peak_reserved_bytes as f64 / GIB,
-                run.fragmentation_ratio
-            ))
+            .label(legend(run, scale, unit_name))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
     }
     // Live bytes last, so that the line shows above the reserved lines.
     let live = first
         .timeline
         .iter()
-        .map(|p| (p.event as f64, p.live_bytes as f64 / GIB));
+        .map(|p| (p.event as f64, p.live_bytes as f64 / scale));
     chart
         .draw_series(LineSeries::new(live, BLACK.stroke_width(1)))
         .map_err(|e| err(&e))?
         .label(format!(
-            "live (requested), peak {:.2} GiB",
-            first.peak_live_bytes as f64 / GIB
+            "live (requested), peak {:.2} {unit_name}",
+            first.peak_live_bytes as f64 / scale
         ))
         .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.stroke_width(1)));
 

@@ -6,6 +6,9 @@ use crate::error::TraceError;
 use crate::event::{Action, Trace, TraceEvent};
 use serde::Deserialize;
 
+/// Deepest nesting of containers a snapshot may have (real ones have about 8).
+pub const MAX_DEPTH: usize = 256;
+
 /// The part of a snapshot a trace needs; everything else (segments, frames...) is
 /// skipped.
 #[derive(Deserialize)]
@@ -54,6 +57,16 @@ pub(crate) fn parse_snapshot(
     label: &str,
     device: Option<usize>,
 ) -> Result<Trace, TraceError> {
+    // Refuse deep nesting before the reader builds it: reading, deserializing and
+    // dropping recurse once per level.
+    let depth = crate::depth::nesting(bytes)
+        .map_err(|e| TraceError::Format(format!("{label}: not a PyTorch memory snapshot: {e}")))?;
+    if depth > MAX_DEPTH {
+        return Err(TraceError::Format(format!(
+            "{label}: not a PyTorch memory snapshot: it nests {depth} levels deep, more \
+             than the {MAX_DEPTH} a snapshot could need"
+        )));
+    }
     let options = serde_pickle::DeOptions::new()
         .replace_unresolved_globals()
         .replace_recursive_structures();

@@ -1,8 +1,9 @@
 //! [`replay`]: drive any allocator with a trace and measure it.
 
-use crate::event::{Action, Trace};
+use crate::event::{Action, Trace, TraceEvent};
 use crate::hash::addr_map;
-use crate::latency::{summarize, timer_overhead_ns};
+use crate::latency::{timer_overhead_ns, Histogram};
+use crate::recent::Recent;
 use crate::report::{BackendCallsSummary, LatencySummary, ReplayReport, TimelinePoint};
 use crate::timeline::Timeline;
 use devpool_core::{Allocator, Block, Request, StreamId};
@@ -90,16 +91,16 @@ impl Bytes {
     }
 }
 
-/// Run `f`; when `measure`, push its duration less the clock's cost to `samples`.
+/// Run `f`; when `measure`, count its duration less the clock's cost in `hist`.
 #[inline]
-fn timed<T>(measure: bool, overhead: u64, samples: &mut Vec<u64>, f: impl FnOnce() -> T) -> T {
+fn timed<T>(measure: bool, overhead: u64, hist: &mut Histogram, f: impl FnOnce() -> T) -> T {
     if !measure {
         return f();
     }
     let t = Instant::now();
     let out = f();
     let ns = t.elapsed().as_nanos() as u64;
-    samples.push(ns.saturating_sub(overhead));
+    hist.record(ns.saturating_sub(overhead));
     out
 }
 
@@ -110,16 +111,8 @@ fn note(first: &mut Option<String>, e: &devpool_core::Error) {
     }
 }
 
-/// Replay `trace` through `alloc` and measure it.
-///
-/// Each `allocate` row becomes a request of the row's size on its stream (the handle
-/// as a [`StreamId`]); each `free` row frees the block the replay got for that
-/// pointer, on the row's stream. Reserved bytes are the backend's own count of device
-/// bytes held, read after every event, memory the allocator took before the first
-/// event (an initial pool) included; so give each replay a fresh backend and a fresh
-/// allocator. Nothing here panics on a bad trace or a failing
-/// allocator: failed allocations, frees of unknown pointers and refused frees are
-/// counted. Blocks still live at the end are counted and freed.
+/// Replay `trace` through `alloc` and measure it: [`replay_events`] over the trace's
+/// events.
 ///
 /// ```
 /// use devpool_core::{direct, MockBackend};
@@ -129,27 +122,60 @@ fn note(first: &mut Option<String>, e: &devpool_core::Error) {
 ///     TraceEvent::allocate(0x200, 3000),
 ///     TraceEvent::free(0x100, 1000),
 ///     TraceEvent::free(0x300, 10),
+///     TraceEvent::free(0x100, 1000),
 /// ]);
 /// let r = replay(&trace, &direct(MockBackend::shared()), &ReplayOptions::default());
-/// assert_eq!((r.allocations, r.frees, r.unknown_frees, r.leaked_at_end), (2, 1, 1, 1));
+/// assert_eq!((r.allocations, r.frees, r.leaked_at_end), (2, 1, 1));
+/// assert_eq!((r.unknown_frees, r.double_frees), (1, 1));
 /// assert_eq!(r.peak_live_bytes, 4000);
 /// assert!(r.fragmentation_ratio >= 1.0);
 /// ```
 pub fn replay(trace: &Trace, alloc: &dyn Allocator, opts: &ReplayOptions) -> ReplayReport {
+    let events = trace
+        .events
+        .iter()
+        .map(|e| Ok::<_, std::convert::Infallible>(*e));
+    match replay_events(&trace.name, events, alloc, opts) {
+        Ok(r) => r,
+        Err(never) => match never {},
+    }
+}
+
+/// Replay the events of a trace named `name` through `alloc`, as they come (from
+/// [`open_trace`](crate::open_trace), say), and measure it. Memory grows with the
+/// blocks live at once, not with the number of events: latencies go to fixed-size
+/// histograms and the timeline keeps at most its number of points.
+///
+/// Each `allocate` event becomes a request of the event's size on its stream (the
+/// handle as a [`StreamId`]); each `free` event frees the block the replay got for
+/// that pointer, on the event's stream. Reserved bytes are the backend's own count of
+/// device bytes held, read after every event, memory the allocator took before the
+/// first event (an initial pool) included; so give each replay a fresh backend and a
+/// fresh allocator. Nothing here panics on a bad trace or a failing allocator: failed
+/// allocations, allocations at an address still live, double frees, frees of
+/// addresses never allocated and refused frees are counted. Blocks still live at the
+/// end are counted and freed.
+///
+/// The first error of `events` ends the replay: the blocks it made are freed and the
+/// error is returned.
+pub fn replay_events<E>(
+    name: &str,
+    events: impl IntoIterator<Item = Result<TraceEvent, E>>,
+    alloc: &dyn Allocator,
+    opts: &ReplayOptions,
+) -> Result<ReplayReport, E> {
     let started = Instant::now();
     let backend = alloc.backend().clone();
-    let allocs = trace.count(Action::Allocate);
-    let frees = trace.count(Action::Free);
     let measure = opts.measure_latency;
     let overhead = if measure { timer_overhead_ns() } else { 0 };
-    let mut alloc_ns: Vec<u64> = Vec::with_capacity(if measure { allocs } else { 0 });
-    let mut free_ns: Vec<u64> = Vec::with_capacity(if measure { frees } else { 0 });
-    let mut slots = addr_map::<Slot>(allocs.min(1 << 20));
-    let mut timeline = Timeline::new(trace.events.len(), opts.timeline_points);
+    let mut alloc_ns = Histogram::default();
+    let mut free_ns = Histogram::default();
+    let mut slots = addr_map::<Slot>(1024);
+    let mut recent = Recent::default();
+    let mut timeline = Timeline::new(opts.timeline_points);
     let mut r = ReplayReport {
         strategy: alloc.name().to_string(),
-        trace: trace.name.clone(),
-        events: trace.events.len() as u64,
+        trace: name.to_string(),
         ..ReplayReport::default()
     };
     let mut bytes = Bytes::default();
@@ -161,10 +187,20 @@ pub fn replay(trace: &Trace, alloc: &dyn Allocator, opts: &ReplayOptions) -> Rep
     // (an initial pool) included. When the backend never held more than it holds
     // now, its own peak counter is the replay's peak (and sees peaks inside a call).
     let fresh = before.bytes_in_use.peak == before.bytes_in_use.current;
-    for (i, ev) in trace.events.iter().enumerate() {
+    let mut failed = None;
+    for (i, ev) in events.into_iter().enumerate() {
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        };
+        r.events += 1;
         let stream = StreamId(ev.stream);
         match ev.action {
             Action::Allocate => {
+                recent.reused(ev.ptr);
                 if let Some(Slot::Live(old)) = slots.remove(&ev.ptr) {
                     // The recorded allocator handed this address out again, so the
                     // earlier block was freed; the trace lost that row.
@@ -200,6 +236,7 @@ pub fn replay(trace: &Trace, alloc: &dyn Allocator, opts: &ReplayOptions) -> Rep
                     });
                     calls += 1;
                     bytes.sub(&block);
+                    recent.freed(ev.ptr);
                     match result {
                         Ok(()) => r.frees += 1,
                         Err(e) => {
@@ -209,6 +246,7 @@ pub fn replay(trace: &Trace, alloc: &dyn Allocator, opts: &ReplayOptions) -> Rep
                     }
                 }
                 Some(Slot::Failed) => r.skipped_frees += 1,
+                None if recent.contains(ev.ptr) => r.double_frees += 1,
                 None => r.unknown_frees += 1,
             },
             Action::AllocateFailure => {}
@@ -261,22 +299,25 @@ pub fn replay(trace: &Trace, alloc: &dyn Allocator, opts: &ReplayOptions) -> Rep
             }
         }
     }
+    if let Some(e) = failed {
+        return Err(e);
+    }
 
     if measure {
-        let mut all: Vec<u64> = Vec::with_capacity(alloc_ns.len() + free_ns.len());
-        all.extend_from_slice(&alloc_ns);
-        all.extend_from_slice(&free_ns);
+        let mut all = Histogram::default();
+        all.merge(&alloc_ns);
+        all.merge(&free_ns);
         r.latency = LatencySummary {
             measured: true,
             timer_overhead_ns: overhead,
-            alloc: summarize(&mut alloc_ns),
-            free: summarize(&mut free_ns),
-            all: summarize(&mut all),
+            alloc: alloc_ns.summary(),
+            free: free_ns.summary(),
+            all: all.summary(),
         };
     }
     if let Some(progress) = &opts.progress {
         progress(r.events);
     }
     r.wall_ms = started.elapsed().as_secs_f64() * 1e3;
-    r
+    Ok(r)
 }

@@ -41,44 +41,92 @@ pub fn read_rmm_csv(reader: impl BufRead, name: &str) -> Result<Trace, TraceErro
 
 /// [`read_rmm_csv`] with a separate label (the file path) for error messages.
 pub(crate) fn parse_rmm_csv(
-    mut reader: impl BufRead,
+    reader: impl BufRead,
     name: &str,
     label: &str,
 ) -> Result<Trace, TraceError> {
-    let mut events = Vec::new();
-    let mut buf = String::with_capacity(128);
-    let mut line_no = 0usize;
-    let mut seen_data = false;
-    let mut clock = Unwrapper::default();
-    loop {
-        buf.clear();
-        let n = reader
-            .read_line(&mut buf)
-            .map_err(|e| TraceError::io(label, e))?;
-        if n == 0 {
-            break;
-        }
-        line_no += 1;
-        let line = buf.trim();
-        if line.is_empty() {
-            continue;
-        }
-        if !seen_data && is_header(line) {
-            seen_data = true;
-            continue;
-        }
-        seen_data = true;
-        let mut ev = parse_line(line).map_err(|msg| TraceError::parse(label, line_no, msg))?;
-        ev.time_us = clock.unwrap(ev.time_us);
-        events.push(ev);
-    }
+    let events = RmmLines::new(reader, label).collect::<Result<Vec<_>, _>>()?;
     Ok(Trace::new(name, events))
+}
+
+/// The events of an RMM CSV log, read one line at a time: memory for one line, not
+/// for the trace. Stops after the first error.
+pub(crate) struct RmmLines<R> {
+    reader: R,
+    label: String,
+    buf: String,
+    line_no: usize,
+    seen_data: bool,
+    clock: Unwrapper,
+    done: bool,
+}
+
+impl<R: BufRead> RmmLines<R> {
+    /// The events of `reader`; `label` names the source in errors.
+    pub(crate) fn new(reader: R, label: &str) -> Self {
+        RmmLines {
+            reader,
+            label: label.to_string(),
+            buf: String::with_capacity(128),
+            line_no: 0,
+            seen_data: false,
+            clock: Unwrapper::default(),
+            done: false,
+        }
+    }
+
+    fn next_event(&mut self) -> Result<Option<TraceEvent>, TraceError> {
+        loop {
+            self.buf.clear();
+            let n = self
+                .reader
+                .read_line(&mut self.buf)
+                .map_err(|e| TraceError::io(&self.label, e))?;
+            if n == 0 {
+                return Ok(None);
+            }
+            self.line_no += 1;
+            let line = self.buf.trim();
+            if line.is_empty() {
+                continue;
+            }
+            if !self.seen_data && is_header(line) {
+                self.seen_data = true;
+                continue;
+            }
+            self.seen_data = true;
+            let mut ev = parse_line(line)
+                .map_err(|msg| TraceError::parse(&self.label, self.line_no, msg))?;
+            ev.time_us = self.clock.unwrap(ev.time_us);
+            return Ok(Some(ev));
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for RmmLines<R> {
+    type Item = Result<TraceEvent, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let r = self.next_event().transpose();
+        if !matches!(r, Some(Ok(_))) {
+            self.done = true;
+        }
+        r
+    }
 }
 
 fn is_header(line: &str) -> bool {
     line.split(',')
         .next()
         .is_some_and(|f| f.trim().eq_ignore_ascii_case("thread"))
+}
+
+/// A field as echoed in an error: at most 64 bytes of it.
+pub(crate) fn shown(field: &str) -> std::borrow::Cow<'_, str> {
+    devpool_core::excerpt(field, 64)
 }
 
 /// Parse one data line (time not yet unwrapped).
@@ -97,16 +145,20 @@ fn parse_line(line: &str) -> Result<TraceEvent, String> {
         ));
     }
     let [thread, time, action, ptr, size, stream] = fields;
-    let thread = parse_thread(thread).ok_or_else(|| format!("bad thread id '{thread}'"))?;
+    let thread =
+        parse_thread(thread).ok_or_else(|| format!("bad thread id '{}'", shown(thread)))?;
     let time_us = parse_time(time)?;
     let action = parse_action(action).ok_or_else(|| {
-        format!("unknown action '{action}' (expected allocate, free or allocate failure)")
+        format!(
+            "unknown action '{}' (expected allocate, free or allocate failure)",
+            shown(action)
+        )
     })?;
-    let ptr = parse_hex(ptr).ok_or_else(|| format!("bad pointer '{ptr}'"))?;
+    let ptr = parse_hex(ptr).ok_or_else(|| format!("bad pointer '{}'", shown(ptr)))?;
     let size = size
         .parse::<usize>()
-        .map_err(|e| format!("bad size '{size}': {e}"))?;
-    let stream = parse_hex(stream).ok_or_else(|| format!("bad stream '{stream}'"))?;
+        .map_err(|e| format!("bad size '{}': {e}", shown(size)))?;
+    let stream = parse_hex(stream).ok_or_else(|| format!("bad stream '{}'", shown(stream)))?;
     Ok(TraceEvent {
         thread,
         time_us,
@@ -208,6 +260,28 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains(",24:00:00.000001,"), "{text}");
         assert_eq!(read_rmm_csv(text.as_bytes(), "t").unwrap(), t);
+    }
+
+    #[test]
+    fn errors_echo_at_most_a_little_of_a_huge_field() {
+        for field in 0..6 {
+            let mut fields = ["0", "00:00:01.0", "allocate", "0x10", "5", "0x0"].map(String::from);
+            fields[field] = "9".repeat(5 << 20);
+            if field == 1 {
+                fields[field] = format!("{}:00:00", "1".repeat(5 << 20));
+            }
+            let csv = fields.join(",") + "\n";
+            let err = read_rmm_csv(csv.as_bytes(), "t").unwrap_err().to_string();
+            assert!(
+                err.len() < 400,
+                "field {field}: {} bytes of message",
+                err.len()
+            );
+            assert!(err.contains("bytes)"), "field {field}: {err}");
+        }
+        let wide = format!("{}\n", vec!["1"; 1 << 20].join(","));
+        let err = read_rmm_csv(wide.as_bytes(), "t").unwrap_err().to_string();
+        assert!(err.len() < 400, "{err}");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! What a trace holds, without replaying it: [`TraceSummary`].
 
-use crate::event::{Action, Trace};
+use crate::event::{Action, Trace, TraceEvent};
 use crate::hash::addr_map;
+use crate::recent::Recent;
 use serde::{Deserialize, Serialize};
 
 /// Requests up to this size count as small (1 MiB, PyTorch's small-pool limit).
@@ -24,8 +25,11 @@ pub struct TraceSummary {
     pub frees: u64,
     /// `allocate failure` events.
     pub allocate_failures: u64,
-    /// Frees of a pointer that was not live.
+    /// Frees of a pointer the trace never allocated (or freed long before).
     pub unmatched_frees: u64,
+    /// Frees of a pointer the trace had already freed (recognised when the first free
+    /// was among the last 65536 frees at least).
+    pub double_frees: u64,
     /// Allocations at a pointer that was still live.
     pub missing_frees: u64,
     /// Blocks still live at the end.
@@ -70,15 +74,27 @@ impl Trace {
     /// assert_eq!(s.small_share, 0.5);
     /// ```
     pub fn summary(&self) -> TraceSummary {
+        TraceSummary::of_events(&self.name, self.events.iter().copied())
+    }
+}
+
+impl TraceSummary {
+    /// The summary of the events of a trace named `name`, as they come: memory grows
+    /// with the blocks live at once, not with the number of events.
+    pub fn of_events(name: &str, events: impl IntoIterator<Item = TraceEvent>) -> TraceSummary {
         let mut s = TraceSummary {
-            name: self.name.clone(),
-            events: self.events.len() as u64,
+            name: name.to_string(),
             ..TraceSummary::default()
         };
         let mut live = addr_map::<usize>(1024);
+        let mut recent = Recent::default();
         let mut streams = addr_map::<()>(4);
         let (mut live_bytes, mut live_blocks) = (0u64, 0u64);
-        for e in &self.events {
+        let (mut first, mut last) = (None, 0u64);
+        for e in events {
+            s.events += 1;
+            first.get_or_insert(e.time_us);
+            last = e.time_us;
             streams.insert(e.stream, ());
             match e.action {
                 Action::Allocate => {
@@ -88,6 +104,7 @@ impl Trace {
                     if e.size <= SMALL_REQUEST {
                         s.small_allocations += 1;
                     }
+                    recent.reused(e.ptr);
                     if let Some(old) = live.insert(e.ptr, e.size) {
                         s.missing_frees += 1;
                         live_bytes = live_bytes.saturating_sub(old as u64);
@@ -105,7 +122,9 @@ impl Trace {
                         Some(size) => {
                             live_bytes = live_bytes.saturating_sub(size as u64);
                             live_blocks -= 1;
+                            recent.freed(e.ptr);
                         }
+                        None if recent.contains(e.ptr) => s.double_frees += 1,
                         None => s.unmatched_frees += 1,
                     }
                 }
@@ -117,8 +136,8 @@ impl Trace {
         if s.allocations > 0 {
             s.small_share = s.small_allocations as f64 / s.allocations as f64;
         }
-        if let (Some(first), Some(last)) = (self.events.first(), self.events.last()) {
-            s.duration_us = last.time_us.saturating_sub(first.time_us);
+        if let Some(first) = first {
+            s.duration_us = last.saturating_sub(first);
         }
         s
     }

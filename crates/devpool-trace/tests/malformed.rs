@@ -180,3 +180,60 @@ fn fuzz_findings_are_errors_or_saturate() {
     assert_eq!(s.allocations, 2);
     assert_eq!(s.peak_live_bytes, u64::MAX, "the sum saturates");
 }
+
+/// A pickle nesting lists 150,000 deep (300 KB) is refused with an error that says
+/// so, read from bytes or from a file: no stack overflow.
+#[test]
+fn deeply_nested_pickle_is_an_error() {
+    let n = 150_000;
+    let mut data = vec![0x80, 0x02];
+    data.extend(std::iter::repeat_n(b']', n));
+    data.extend(std::iter::repeat_n(b'a', n - 1));
+    data.push(b'.');
+    let e = read_pytorch_snapshot(&data, "deep").unwrap_err();
+    assert!(e.to_string().contains("150000 levels deep"), "{e}");
+    let path = common::TempFile::new("deep.pickle");
+    let path = path.path();
+    std::fs::write(path, &data).unwrap();
+    let e = read_trace(path).unwrap_err();
+    assert!(matches!(e, TraceError::Format(_)), "{e}");
+    assert!(e.to_string().contains("deep.pickle"), "{e}");
+    // Just within the limit still reads (as not a snapshot: lists, not a dict).
+    let mut ok = vec![0x80, 0x02];
+    ok.extend(std::iter::repeat_n(b']', 200));
+    ok.extend(std::iter::repeat_n(b'a', 199));
+    ok.push(b'.');
+    let e = read_pytorch_snapshot(&ok, "shallow").unwrap_err();
+    assert!(!e.to_string().contains("levels deep"), "{e}");
+}
+
+/// A long trace read as a stream: events come one at a time, errors end it.
+#[test]
+fn streamed_and_whole_reads_agree() {
+    use devpool_trace::open_trace;
+    for file in ["resnet50_train.csv.gz", "mlp_snapshot.pickle"] {
+        let path = common::bundled(file);
+        let whole = read_trace(&path).unwrap();
+        let reader = open_trace(&path).unwrap();
+        assert_eq!(reader.name(), whole.name);
+        let len = reader.file_len();
+        let read = reader.bytes_read_handle();
+        let events: Vec<_> = reader.map(|e| e.unwrap()).collect();
+        assert_eq!(events, whole.events, "{file}");
+        assert_eq!(
+            read.load(std::sync::atomic::Ordering::Relaxed),
+            len,
+            "{file}"
+        );
+    }
+    let (text, bad_line) = file_with_bad_line(10, "0,12:09:01.0,allocate,0x10,oops,0x0");
+    let path = common::TempFile::new("stream_bad.csv");
+    let path = path.path();
+    std::fs::write(path, text).unwrap();
+    let mut reader = open_trace(path).unwrap();
+    let results: Vec<_> = reader.by_ref().collect();
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 10);
+    let e = results.last().unwrap().as_ref().unwrap_err();
+    assert_eq!(e.line(), Some(bad_line), "{e}");
+    assert!(reader.next().is_none(), "nothing after the error");
+}
