@@ -283,6 +283,7 @@ pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<(), String> 
         }
     }
     let live = crate::live::run_all(&names, &args.live, backend_args, args.json)?;
+    let table_rows = out.len();
     out.extend(live.iter().cloned());
     // The FIFO workload measures device memory held: the host reference has none.
     for s in names
@@ -307,7 +308,7 @@ pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<(), String> 
             serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
         );
     } else {
-        print!("{}", table(&out, &threads));
+        print!("{}", table(&out[..table_rows], &threads));
         crate::live::print_results(&live, &args.live);
         crate::fifo::print_table(&out);
     }

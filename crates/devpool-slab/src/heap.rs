@@ -425,10 +425,10 @@ impl Heap {
         &self.classes
     }
 
-    /// Host bytes of this cache's metadata.
+    /// Host bytes this cache's metadata holds on the heap (the cache itself sits in
+    /// the pool's array of caches and is counted there).
     pub fn metadata_bytes(&self) -> usize {
-        std::mem::size_of::<Heap>()
-            + self.classes.len() * std::mem::size_of::<ClassList>()
+        self.classes.len() * std::mem::size_of::<ClassList>()
             + self.vacant.capacity() * 4
             + self.slabs.capacity() * std::mem::size_of::<Option<Slab>>()
             + self

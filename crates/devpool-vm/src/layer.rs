@@ -347,7 +347,9 @@ impl PageLayer {
         };
         let pages = Footprint::of(rg, self.shift, lo, hi);
         self.take_uses(r, pages);
-        if !self.streams.contains(&stream) {
+        // A stream's pool releases its own blocks: the last stream is nearly always
+        // the one, and the list holds only the streams that ever released here.
+        if self.streams.last() != Some(&stream) && !self.streams.contains(&stream) {
             self.streams.push(stream);
         }
         self.policy.on_free(hi - lo);
