@@ -1,12 +1,11 @@
 //! [`Guarded`]: guard bytes around every block, checked at free.
 
 use devpool_core::{
-    align_up, Allocator, Backend, Block, Counters, DevicePtr, Error, Request, Result, Stats,
-    StreamId, MIN_ALIGN,
+    align_up, Allocator, Block, Counters, DevicePtr, Error, Request, Result, Stats, StreamId,
+    MIN_ALIGN,
 };
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// The byte written into guards.
 pub const GUARD_PATTERN: u8 = 0xFD;
@@ -157,12 +156,10 @@ impl<A: Allocator> Guarded<A> {
 }
 
 impl<A: Allocator> Allocator for Guarded<A> {
+    devpool_core::forward_allocator!(|a| &a.inner; backend, trim, parts, reuse);
+
     fn name(&self) -> &str {
         &self.name
-    }
-
-    fn backend(&self) -> &Arc<dyn Backend> {
-        self.inner.backend()
     }
 
     fn allocate(&self, req: Request) -> Result<Block> {
@@ -230,9 +227,5 @@ impl<A: Allocator> Allocator for Guarded<A> {
             allocated_bytes: mine.allocated_bytes,
             ..self.inner.stats()
         }
-    }
-
-    fn trim(&self) -> Result<usize> {
-        self.inner.trim()
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! Wrappers around any [`Allocator`](devpool_core::Allocator). Each adaptor is generic
 //! over the allocator it wraps, is itself an `Allocator`, and forwards what it does
-//! not change (`backend`, `record_stream`, `trim`, `stats`), so adaptors stack in any
-//! order:
+//! not change (`backend`, `record_stream`, `trim`, `stats`, `parts`...) with
+//! [`devpool_core::forward_allocator!`], so adaptors stack in any order:
 //!
 //! - [`Statistics`]: its own exact counters (current, peak and total of live bytes
 //!   and blocks, allocations, frees, failures) and a histogram of request sizes.

@@ -1,10 +1,7 @@
 //! [`Limit`]: a cap on the granted bytes of live blocks.
 
-use devpool_core::{
-    align_up, Allocator, Backend, Block, Error, Request, Result, Stats, StreamId, MIN_ALIGN,
-};
+use devpool_core::{align_up, Allocator, Block, Error, Request, Result, StreamId, MIN_ALIGN};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 /// Refuses allocations that would take the granted bytes of live blocks past a cap.
 ///
@@ -85,12 +82,10 @@ impl<A: Allocator> Limit<A> {
 }
 
 impl<A: Allocator> Allocator for Limit<A> {
+    devpool_core::forward_allocator!(|a| &a.inner; backend, record_stream, stats, trim, parts, reuse);
+
     fn name(&self) -> &str {
         &self.name
-    }
-
-    fn backend(&self) -> &Arc<dyn Backend> {
-        self.inner.backend()
     }
 
     fn allocate(&self, req: Request) -> Result<Block> {
@@ -123,17 +118,5 @@ impl<A: Allocator> Allocator for Limit<A> {
         self.inner.deallocate(block, stream)?;
         self.release(block.size as u64);
         Ok(())
-    }
-
-    fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
-        self.inner.record_stream(block, stream)
-    }
-
-    fn stats(&self) -> Stats {
-        self.inner.stats()
-    }
-
-    fn trim(&self) -> Result<usize> {
-        self.inner.trim()
     }
 }

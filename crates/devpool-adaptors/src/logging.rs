@@ -1,13 +1,12 @@
 //! [`Logging`]: every allocation and free as a row of RAPIDS RMM's logging CSV.
 
-use devpool_core::{Allocator, Backend, Block, DevicePtr, Request, Result, Stats, StreamId};
+use devpool_core::{Allocator, Block, DevicePtr, Request, Result, StreamId};
 use parking_lot::Mutex;
 use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The first line of every log, as RMM writes it.
@@ -195,12 +194,10 @@ impl<A: Allocator, W: Write + Send> Logging<A, W> {
 }
 
 impl<A: Allocator, W: Write + Send> Allocator for Logging<A, W> {
+    devpool_core::forward_allocator!(|a| &a.inner; backend, record_stream, stats, trim, parts, reuse);
+
     fn name(&self) -> &str {
         &self.name
-    }
-
-    fn backend(&self) -> &Arc<dyn Backend> {
-        self.inner.backend()
     }
 
     fn allocate(&self, req: Request) -> Result<Block> {
@@ -227,17 +224,5 @@ impl<A: Allocator, W: Write + Send> Allocator for Logging<A, W> {
         self.inner.deallocate(block, stream)?;
         self.write(&mut sink, Action::Free, block.ptr, block.requested, stream);
         Ok(())
-    }
-
-    fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
-        self.inner.record_stream(block, stream)
-    }
-
-    fn stats(&self) -> Stats {
-        self.inner.stats()
-    }
-
-    fn trim(&self) -> Result<usize> {
-        self.inner.trim()
     }
 }

@@ -1,11 +1,7 @@
 //! [`OomRetry`]: on out of memory, ask a callback, trim, and try again.
 
-use devpool_core::{
-    human_bytes, Allocator, Backend, BackendError, Block, Error, OomInfo, Request, Result, Stats,
-    StreamId,
-};
+use devpool_core::{human_bytes, Allocator, BackendError, Block, Error, OomInfo, Request, Result};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
 
 /// The most retries of one allocation when a callback keeps asking for more.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 8;
@@ -143,12 +139,10 @@ impl<A: Allocator> OomRetry<A> {
 }
 
 impl<A: Allocator> Allocator for OomRetry<A> {
+    devpool_core::forward_allocator!(|a| &a.inner; backend, deallocate, record_stream, stats, trim, parts, reuse, reset);
+
     fn name(&self) -> &str {
         &self.name
-    }
-
-    fn backend(&self) -> &Arc<dyn Backend> {
-        self.inner.backend()
     }
 
     fn allocate(&self, req: Request) -> Result<Block> {
@@ -174,21 +168,5 @@ impl<A: Allocator> Allocator for OomRetry<A> {
             attempt += 1;
         }
         Err(self.enrich(err, &req, attempt - 1, trimmed))
-    }
-
-    fn deallocate(&self, block: Block, stream: StreamId) -> Result<()> {
-        self.inner.deallocate(block, stream)
-    }
-
-    fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
-        self.inner.record_stream(block, stream)
-    }
-
-    fn stats(&self) -> Stats {
-        self.inner.stats()
-    }
-
-    fn trim(&self) -> Result<usize> {
-        self.inner.trim()
     }
 }

@@ -1,11 +1,8 @@
 //! [`Statistics`]: exact counters of what passes through an allocator.
 
-use devpool_core::{
-    human_bytes, Allocator, AtomicGauge, Backend, Block, Request, Result, Stats, StreamId,
-};
+use devpool_core::{human_bytes, Allocator, AtomicGauge, Block, Request, Result, StreamId};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
 
 /// Buckets of the request-size histogram: one for zero, one per power of two.
 pub const HISTOGRAM_BUCKETS: usize = 65;
@@ -208,12 +205,10 @@ impl<A: Allocator> Statistics<A> {
 }
 
 impl<A: Allocator> Allocator for Statistics<A> {
+    devpool_core::forward_allocator!(|a| &a.inner; backend, record_stream, stats, trim, parts, reuse);
+
     fn name(&self) -> &str {
         &self.name
-    }
-
-    fn backend(&self) -> &Arc<dyn Backend> {
-        self.inner.backend()
     }
 
     #[inline]
@@ -241,17 +236,5 @@ impl<A: Allocator> Allocator for Statistics<A> {
         self.blocks.gauge.sub(1);
         self.frees.fetch_add(1, Relaxed);
         Ok(())
-    }
-
-    fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
-        self.inner.record_stream(block, stream)
-    }
-
-    fn stats(&self) -> Stats {
-        self.inner.stats()
-    }
-
-    fn trim(&self) -> Result<usize> {
-        self.inner.trim()
     }
 }

@@ -1,7 +1,7 @@
 //! [`Tracking`]: every live block, and a leak report.
 
 use crate::leak::{Leak, LeakReport};
-use devpool_core::{Allocator, Backend, Block, Request, Result, Stats, StreamId};
+use devpool_core::{Allocator, Block, Request, Result, StreamId};
 use parking_lot::Mutex;
 use std::backtrace::Backtrace;
 use std::collections::HashMap;
@@ -119,12 +119,10 @@ impl<A: Allocator> Tracking<A> {
 }
 
 impl<A: Allocator> Allocator for Tracking<A> {
+    devpool_core::forward_allocator!(|a| &a.inner; backend, record_stream, stats, trim, parts, reuse);
+
     fn name(&self) -> &str {
         &self.name
-    }
-
-    fn backend(&self) -> &Arc<dyn Backend> {
-        self.inner.backend()
     }
 
     fn allocate(&self, req: Request) -> Result<Block> {
@@ -154,18 +152,6 @@ impl<A: Allocator> Allocator for Tracking<A> {
                 Err(e)
             }
         }
-    }
-
-    fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
-        self.inner.record_stream(block, stream)
-    }
-
-    fn stats(&self) -> Stats {
-        self.inner.stats()
-    }
-
-    fn trim(&self) -> Result<usize> {
-        self.inner.trim()
     }
 }
 

@@ -13,7 +13,7 @@ use crate::config::ArenaConfig;
 use crate::pool::ArenaPool;
 use crate::stats::ArenaStats;
 use devpool_core::{
-    Allocator, Backend, Block, Error, Pool, Request, Result, Stats, StreamId, StreamOrdered,
+    Allocator, Backend, Block, Error, Pool, Result, Reuse, StreamId, StreamOrdered,
 };
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -136,17 +136,14 @@ impl Arena {
 }
 
 impl Allocator for Arena {
-    fn name(&self) -> &str {
-        self.inner.name()
+    devpool_core::forward_allocator!(|a| &a.inner; name, backend, allocate, stats, trim);
+
+    fn reuse(&self) -> Reuse {
+        Reuse::WhenEmpty
     }
 
-    fn backend(&self) -> &Arc<dyn Backend> {
-        self.inner.backend()
-    }
-
-    #[inline]
-    fn allocate(&self, req: Request) -> Result<Block> {
-        self.inner.allocate(req)
+    fn reset(&self) -> Result<()> {
+        Arena::reset(self)
     }
 
     #[inline]
@@ -191,13 +188,5 @@ impl Allocator for Arena {
         }
         self.recorded_count.store(r.len(), Ordering::Release);
         Ok(())
-    }
-
-    fn stats(&self) -> Stats {
-        self.inner.stats()
-    }
-
-    fn trim(&self) -> Result<usize> {
-        self.inner.trim()
     }
 }

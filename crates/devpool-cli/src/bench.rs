@@ -3,7 +3,7 @@
 use crate::target::fresh_backend;
 use crate::BackendArgs;
 use devpool_core::Rng;
-use devpool_core::{Allocator, Block, Request, StreamId};
+use devpool_core::{Allocator, Block, Request, Reuse, StreamId};
 use serde::Serialize;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -261,7 +261,8 @@ pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<(), String> 
                 eprintln!("{s:>18} {w:<14} {:>10} ns", figure(out.last()));
             }
         }
-        if s != "arena" {
+        // A strategy that reuses memory only once empty would grow without bound.
+        if alloc.reuse() == Reuse::OnFree {
             let r = random_loop(&*alloc, args.steps, 42);
             out.push(result(s, "random op", 1, r, be));
             if !args.json {

@@ -11,17 +11,17 @@ use devpool_ffi::{devpool_configure, devpool_free, devpool_malloc, DEVPOOL_OK};
 use std::ffi::{c_int, CString};
 use std::sync::Arc;
 
-/// The row's name.
-pub(crate) const NAME: &str = "hybrid (C ABI)";
-
 /// `devpool_malloc` and `devpool_free` of this process's C ABI, on one device.
 pub(crate) struct CAbi {
+    /// The row's name: the strategy, through the C ABI.
+    name: String,
     backend: Arc<dyn Backend>,
     device: c_int,
 }
 
 impl CAbi {
-    /// Configure the C ABI for the hybrid on `backend` ("mock" or "cuda") and use
+    /// Configure the C ABI for its default strategy (the hybrid) on `backend` ("mock"
+    /// or "cuda") and use
     /// `device`; `target` only answers [`Allocator::backend`]. Fails when the C ABI
     /// of this process already has other settings.
     pub(crate) fn new(
@@ -29,17 +29,20 @@ impl CAbi {
         device: u32,
         target: Arc<dyn Backend>,
     ) -> std::result::Result<Self, String> {
-        let cfg = CString::new(format!("strategy=hybrid;backend={backend};log=off"))
+        let strategy = devpool::StrategySpec::default();
+        let name = format!("{strategy} (C ABI)");
+        let cfg = CString::new(format!("strategy={strategy};backend={backend};log=off"))
             .map_err(|e| e.to_string())?;
         // SAFETY: `cfg` is a NUL-terminated string that lives across the call.
         let rc = unsafe { devpool_configure(cfg.as_ptr()) };
         if rc != DEVPOOL_OK {
             return Err(format!(
-                "{NAME}: the C ABI refused its settings (error {rc}); it runs once per process"
+                "{name}: the C ABI refused its settings (error {rc}); it runs once per process"
             ));
         }
-        let device = c_int::try_from(device).map_err(|e| format!("{NAME}: device: {e}"))?;
+        let device = c_int::try_from(device).map_err(|e| format!("{name}: device: {e}"))?;
         Ok(CAbi {
+            name,
             backend: target,
             device,
         })
@@ -52,7 +55,7 @@ fn stream_ptr(s: StreamId) -> *mut std::ffi::c_void {
 
 impl Allocator for CAbi {
     fn name(&self) -> &str {
-        NAME
+        &self.name
     }
 
     fn backend(&self) -> &Arc<dyn Backend> {

@@ -20,7 +20,8 @@ use crate::bench::{figure, result, BenchResult};
 use crate::cabi::CAbi;
 use crate::target::fresh_backend;
 use crate::BackendArgs;
-use devpool_core::{Allocator, Block, Rng};
+use devpool::StrategySpec;
+use devpool_core::{Allocator, Block, Reuse, Rng};
 use std::time::{Duration, Instant};
 
 /// Smallest and largest request of the workload.
@@ -102,8 +103,9 @@ const STEPS: usize = 1_000_000;
 const BUDGET: Duration = Duration::from_millis(1500);
 
 /// Run `live N` for every strategy in `names` and every count in `counts`, each on a
-/// fresh backend. Not for the arena, which reuses no memory before a reset, nor for
-/// the host `malloc` reference, whose blocks would be real host memory.
+/// fresh backend. Not for a strategy that reuses no memory until it is empty (the
+/// arena), nor for the host `malloc` reference, whose blocks would be real host
+/// memory.
 pub fn run_all(
     names: &[String],
     counts: &[usize],
@@ -114,7 +116,6 @@ pub fn run_all(
     if counts.contains(&0) {
         return Err("--live: a live-block count must be at least 1".into());
     }
-    let skip = |s: &str| s == "arena" || crate::reference::REFERENCES.contains(&s);
     let first = (!counts.is_empty()).then(|| crate::reference::CALLER_ONLY.to_string());
     let mut one = |s: &str, alloc: &dyn Allocator, n: usize| {
         let r = live(alloc, n, STEPS, BUDGET);
@@ -125,18 +126,27 @@ pub fn run_all(
         }
         out.push(row);
     };
-    for s in first.iter().chain(names.iter().filter(|s| !skip(s))) {
+    let devices = names
+        .iter()
+        .filter(|s| !crate::reference::REFERENCES.contains(&s.as_str()));
+    for s in first.iter().chain(devices) {
         for &n in counts {
             let target = fresh_backend(backend_args)?;
-            one(s, &*crate::reference::build(s, &target)?, n);
+            let alloc = crate::reference::build(s, &target)?;
+            // A strategy that reuses memory only once empty would grow without bound.
+            if alloc.reuse() != Reuse::OnFree {
+                break;
+            }
+            one(s, &*alloc, n);
         }
     }
-    if names.iter().any(|s| s == "hybrid") {
+    let default = StrategySpec::default();
+    if names.iter().any(|s| *s == default.name()) {
         // The same workload through the C ABI, whose pointer table is on the path.
         let target = fresh_backend(backend_args)?;
         let c = CAbi::new(&backend_args.backend, backend_args.device, target.backend())?;
         for &n in counts {
-            one(crate::cabi::NAME, &c, n);
+            one(c.name(), &c, n);
         }
     }
     Ok(out)

@@ -64,7 +64,7 @@ enum Command {
         /// The trace file.
         trace: PathBuf,
         /// The strategy (see `devpool strategies`).
-        #[arg(long, default_value = "hybrid")]
+        #[arg(long, default_value_t = devpool::StrategySpec::default().to_string())]
         strategy: String,
         /// Write an SVG plot of live against held bytes here.
         #[arg(long)]

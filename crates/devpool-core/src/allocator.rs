@@ -2,7 +2,8 @@
 //! single-stream pools that [`StreamOrdered`](crate::StreamOrdered) turns into one.
 
 use crate::backend::Backend;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::parts::{Parts, Reuse};
 use crate::stats::Stats;
 use crate::types::{Block, DeviceId, Request, StreamId};
 use std::sync::Arc;
@@ -40,6 +41,22 @@ pub trait Allocator: Send + Sync {
     fn stats(&self) -> Stats;
     /// Give cached memory back to the backend; returns the bytes released.
     fn trim(&self) -> Result<usize>;
+    /// The statistics by part (a router's routes, a slab's classes);
+    /// [`Parts::Whole`] where the strategy has none.
+    fn parts(&self) -> Parts {
+        Parts::Whole
+    }
+    /// When a freed block's memory serves new requests.
+    fn reuse(&self) -> Reuse {
+        Reuse::OnFree
+    }
+    /// Free every live block at once, where the strategy has that hook (a bump
+    /// arena's end of frame); [`Error::Unsupported`] otherwise.
+    fn reset(&self) -> Result<()> {
+        Err(Error::Unsupported(
+            "this strategy has no reset: free its blocks one by one",
+        ))
+    }
 
     /// Allocate `size` bytes at the default alignment on the default stream.
     fn alloc(&self, size: usize) -> Result<Block> {
@@ -51,58 +68,117 @@ pub trait Allocator: Send + Sync {
     }
 }
 
+/// Write the [`Allocator`] methods named in the list as calls of the same method of
+/// an inner allocator: `forward_allocator!(|s| &s.inner; name, backend, stats)` in an
+/// `impl Allocator for X` block. An adaptor writes what it changes and forwards the
+/// rest; every method of the trait can be named.
+///
+/// ```
+/// use devpool_core::{direct, forward_allocator, Allocator, Block, DirectPool, Request};
+/// use devpool_core::{MockBackend, Result, StreamId, StreamOrdered};
+/// use std::sync::atomic::{AtomicU64, Ordering};
+///
+/// /// Counts allocations; forwards everything else.
+/// struct Counted {
+///     inner: StreamOrdered<DirectPool>,
+///     calls: AtomicU64,
+/// }
+///
+/// impl Allocator for Counted {
+///     fn allocate(&self, req: Request) -> Result<Block> {
+///         self.calls.fetch_add(1, Ordering::Relaxed);
+///         self.inner.allocate(req)
+///     }
+///     forward_allocator!(|s| &s.inner; name, backend, deallocate, record_stream, stats, trim);
+/// }
+///
+/// let a = Counted { inner: direct(MockBackend::shared()), calls: AtomicU64::new(0) };
+/// a.free(a.alloc(100).unwrap()).unwrap();
+/// assert_eq!((a.name(), a.calls.load(Ordering::Relaxed)), ("direct", 1));
+/// ```
+#[macro_export]
+macro_rules! forward_allocator {
+    (|$s:ident| $inner:expr; $($method:ident),+ $(,)?) => {
+        $($crate::forward_allocator!(@one |$s| $inner; $method);)+
+    };
+    (@one |$s:ident| $inner:expr; name) => {
+        fn name(&self) -> &str {
+            let $s = self;
+            $crate::Allocator::name($inner)
+        }
+    };
+    (@one |$s:ident| $inner:expr; backend) => {
+        fn backend(&self) -> &::std::sync::Arc<dyn $crate::Backend> {
+            let $s = self;
+            $crate::Allocator::backend($inner)
+        }
+    };
+    (@one |$s:ident| $inner:expr; device) => {
+        fn device(&self) -> $crate::DeviceId {
+            let $s = self;
+            $crate::Allocator::device($inner)
+        }
+    };
+    (@one |$s:ident| $inner:expr; allocate) => {
+        #[inline]
+        fn allocate(&self, req: $crate::Request) -> $crate::Result<$crate::Block> {
+            let $s = self;
+            $crate::Allocator::allocate($inner, req)
+        }
+    };
+    (@one |$s:ident| $inner:expr; deallocate) => {
+        #[inline]
+        fn deallocate(&self, block: $crate::Block, stream: $crate::StreamId) -> $crate::Result<()> {
+            let $s = self;
+            $crate::Allocator::deallocate($inner, block, stream)
+        }
+    };
+    (@one |$s:ident| $inner:expr; record_stream) => {
+        fn record_stream(&self, block: &$crate::Block, stream: $crate::StreamId) -> $crate::Result<()> {
+            let $s = self;
+            $crate::Allocator::record_stream($inner, block, stream)
+        }
+    };
+    (@one |$s:ident| $inner:expr; stats) => {
+        fn stats(&self) -> $crate::Stats {
+            let $s = self;
+            $crate::Allocator::stats($inner)
+        }
+    };
+    (@one |$s:ident| $inner:expr; trim) => {
+        fn trim(&self) -> $crate::Result<usize> {
+            let $s = self;
+            $crate::Allocator::trim($inner)
+        }
+    };
+    (@one |$s:ident| $inner:expr; parts) => {
+        fn parts(&self) -> $crate::Parts {
+            let $s = self;
+            $crate::Allocator::parts($inner)
+        }
+    };
+    (@one |$s:ident| $inner:expr; reuse) => {
+        fn reuse(&self) -> $crate::Reuse {
+            let $s = self;
+            $crate::Allocator::reuse($inner)
+        }
+    };
+    (@one |$s:ident| $inner:expr; reset) => {
+        fn reset(&self) -> $crate::Result<()> {
+            let $s = self;
+            $crate::Allocator::reset($inner)
+        }
+    };
+}
+
 impl<A: Allocator + ?Sized> Allocator for Arc<A> {
-    fn name(&self) -> &str {
-        (**self).name()
-    }
-    fn backend(&self) -> &Arc<dyn Backend> {
-        (**self).backend()
-    }
-    fn device(&self) -> DeviceId {
-        (**self).device()
-    }
-    fn allocate(&self, req: Request) -> Result<Block> {
-        (**self).allocate(req)
-    }
-    fn deallocate(&self, block: Block, stream: StreamId) -> Result<()> {
-        (**self).deallocate(block, stream)
-    }
-    fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
-        (**self).record_stream(block, stream)
-    }
-    fn stats(&self) -> Stats {
-        (**self).stats()
-    }
-    fn trim(&self) -> Result<usize> {
-        (**self).trim()
-    }
+    forward_allocator!(|a| &**a; name, backend, device, allocate, deallocate, record_stream,
+        stats, trim, parts, reuse, reset);
 }
 
 impl<A: Allocator + ?Sized> Allocator for Box<A> {
-    fn name(&self) -> &str {
-        (**self).name()
-    }
-    fn backend(&self) -> &Arc<dyn Backend> {
-        (**self).backend()
-    }
-    fn device(&self) -> DeviceId {
-        (**self).device()
-    }
-    fn allocate(&self, req: Request) -> Result<Block> {
-        (**self).allocate(req)
-    }
-    fn deallocate(&self, block: Block, stream: StreamId) -> Result<()> {
-        (**self).deallocate(block, stream)
-    }
-    fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
-        (**self).record_stream(block, stream)
-    }
-    fn stats(&self) -> Stats {
-        (**self).stats()
-    }
-    fn trim(&self) -> Result<usize> {
-        (**self).trim()
-    }
+    forward_allocator!(|a| &**a; name, backend, device, allocate, deallocate, record_stream,
+        stats, trim, parts, reuse, reset);
 }
 
 /// A pool that serves one stream: the part each strategy writes.
@@ -140,6 +216,10 @@ pub trait Pool: Send + Sync + 'static {
     fn describe_cache(&self) -> String {
         String::new()
     }
+    /// The statistics by part (see [`Allocator::parts`]).
+    fn parts(&self) -> Parts {
+        Parts::Whole
+    }
 }
 
 impl<P: Pool + ?Sized> Pool for Box<P> {
@@ -160,5 +240,8 @@ impl<P: Pool + ?Sized> Pool for Box<P> {
     }
     fn describe_cache(&self) -> String {
         (**self).describe_cache()
+    }
+    fn parts(&self) -> Parts {
+        (**self).parts()
     }
 }

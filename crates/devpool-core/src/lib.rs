@@ -30,6 +30,7 @@ mod direct;
 mod error;
 mod mock;
 mod ordered;
+mod parts;
 mod rng;
 mod stats;
 mod table;
@@ -49,6 +50,7 @@ pub use direct::{direct, DirectPool};
 pub use error::{BackendError, Error, OomInfo, Result};
 pub use mock::{EventPolicy, FaultOn, MockBackend, MockConfig, GIB};
 pub use ordered::{StreamOrdered, DEFAULT_MAX_STREAMS};
+pub use parts::{ClassStats, Parts, Reuse, RouteStats};
 pub use rng::Rng;
 pub use stats::{AtomicGauge, Counters, Gauge, Stats};
 pub use types::{

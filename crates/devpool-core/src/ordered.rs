@@ -434,6 +434,14 @@ impl<P: Pool> Allocator for StreamOrdered<P> {
         self.synchronize_streams()?;
         self.trim_all()
     }
+
+    fn parts(&self) -> crate::Parts {
+        let mut parts = crate::Parts::Whole;
+        for (_, p) in self.pools() {
+            parts.merge(p.parts());
+        }
+        parts
+    }
 }
 
 impl<P: Pool> Drop for StreamOrdered<P> {

@@ -5,8 +5,7 @@ mod common;
 
 use devpool_core::{
     direct, Allocator, Backend, BackendCounters, BackendResult, Block, DeviceId, DevicePtr,
-    DirectPool, Error, EventId, MockBackend, MockConfig, Request, Result, Stats, StreamId,
-    StreamOrdered,
+    DirectPool, Error, EventId, MockBackend, MockConfig, Request, Result, StreamId, StreamOrdered,
 };
 use devpool_cuda::gpu_checks::{OverlapCheck, StreamOrderCheck};
 use parking_lot::Mutex;
@@ -49,11 +48,9 @@ struct Aliasing {
 }
 
 impl Allocator for Aliasing {
+    devpool_core::forward_allocator!(|a| &a.inner; backend, record_stream, stats, trim);
     fn name(&self) -> &str {
         "aliasing"
-    }
-    fn backend(&self) -> &Arc<dyn Backend> {
-        self.inner.backend()
     }
     fn allocate(&self, req: Request) -> Result<Block> {
         if self.calls.fetch_add(1, Ordering::Relaxed) % 10 == 9 {
@@ -73,15 +70,6 @@ impl Allocator for Aliasing {
             return Ok(());
         }
         self.inner.deallocate(block, stream)
-    }
-    fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
-        self.inner.record_stream(block, stream)
-    }
-    fn stats(&self) -> Stats {
-        self.inner.stats()
-    }
-    fn trim(&self) -> Result<usize> {
-        self.inner.trim()
     }
 }
 

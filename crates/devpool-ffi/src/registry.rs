@@ -10,9 +10,8 @@ use crate::config::{Config, ConfigError};
 use crate::counters::LiveCounters;
 use crate::report::{fail, set_log_mode, Kind};
 use crate::table::PtrTable;
-use devpool::hybrid::HybridPool;
-use devpool::{BackendKind, StrategySpec};
-use devpool_core::{Allocator, Backend, BackendError, MockBackend, MockConfig, StreamOrdered};
+use devpool::BackendKind;
+use devpool_core::{Allocator, Backend, BackendError, MockBackend, MockConfig};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -75,13 +74,6 @@ pub(crate) fn current_config() -> Config {
     settings().lock().cfg.clone()
 }
 
-/// The allocator behind a device: the hybrid router is kept as itself so that its
-/// per-route statistics can be read.
-pub(crate) enum Engine {
-    Hybrid(Box<StreamOrdered<HybridPool>>),
-    Other(Box<dyn Allocator>),
-}
-
 /// Counts of calls refused or questioned, per device.
 #[derive(Default)]
 pub(crate) struct Misuse {
@@ -97,7 +89,7 @@ pub(crate) struct Misuse {
 /// One device's allocator and its table of live blocks.
 pub(crate) struct Device {
     pub(crate) ordinal: u32,
-    pub(crate) engine: Engine,
+    pub(crate) allocator: Box<dyn Allocator>,
     pub(crate) table: PtrTable,
     pub(crate) misuse: Misuse,
     /// What the C ABI handed out, counted at its boundary.
@@ -109,10 +101,7 @@ impl Device {
     /// The allocator.
     #[inline]
     pub(crate) fn alloc(&self) -> &dyn Allocator {
-        match &self.engine {
-            Engine::Hybrid(a) => a.as_ref(),
-            Engine::Other(a) => a.as_ref(),
-        }
+        self.allocator.as_ref()
     }
 }
 
@@ -184,7 +173,7 @@ fn make(ordinal: usize) -> Result<&'static Device, DeviceError> {
     let backend = make_backend(&cfg, ordinal)?;
     let dev = Device {
         ordinal: ordinal as u32,
-        engine: make_engine(&cfg, backend),
+        allocator: cfg.spec().build(backend),
         table: PtrTable::new(),
         misuse: Misuse::default(),
         live: LiveCounters::default(),
@@ -209,12 +198,5 @@ fn make_backend(cfg: &Config, ordinal: usize) -> Result<Arc<dyn Backend>, Device
                 .capacity(cfg.mock_capacity);
             Ok(MockBackend::shared_with(mock))
         }
-    }
-}
-
-fn make_engine(cfg: &Config, backend: Arc<dyn Backend>) -> Engine {
-    match cfg.spec() {
-        StrategySpec::Hybrid(h) => Engine::Hybrid(Box::new(devpool::hybrid::hybrid(backend, h))),
-        spec => Engine::Other(spec.build(backend)),
     }
 }

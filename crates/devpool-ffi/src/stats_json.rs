@@ -1,6 +1,7 @@
 //! The statistics of one device as a JSON object, for `devpool_stats_json`.
 
-use crate::registry::{self, Device, Engine};
+use crate::registry::{self, Device};
+use devpool_core::Parts;
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -56,9 +57,14 @@ pub(crate) enum StatsError {
 fn of_device(dev: &Device) -> Value {
     let alloc = dev.alloc();
     let counters = alloc.backend().counters();
-    let routes = match &dev.engine {
-        Engine::Hybrid(h) => json!(devpool::hybrid::route_stats(h)),
-        Engine::Other(_) => Value::Null,
+    let routes = match alloc.parts() {
+        Parts::Routes(routes) => Value::Object(
+            routes
+                .iter()
+                .map(|r| (r.route.to_string(), json!(r.stats)))
+                .collect(),
+        ),
+        _ => Value::Null,
     };
     json!({
         "device": dev.ordinal,

@@ -28,4 +28,4 @@ mod pool;
 mod slabs;
 
 pub use config::{HybridConfig, LargeStrategy};
-pub use pool::{hybrid, route_stats, HybridPool, Route, RouteStats};
+pub use pool::{hybrid, HybridPool, Route};

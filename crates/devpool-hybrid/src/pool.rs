@@ -4,8 +4,8 @@ use crate::config::{HybridConfig, LargeStrategy};
 use crate::slabs::SlabSource;
 use devpool_buddy::BuddyPool;
 use devpool_core::{
-    Allocator, Backend, Block, DirectPool, Error, IntoBackend, Pool, Request, Result, Stats,
-    StreamId, StreamOrdered,
+    Backend, Block, DirectPool, Error, IntoBackend, Parts, Pool, Request, Result, RouteStats,
+    Stats, StreamId, StreamOrdered,
 };
 use devpool_slab::SlabPool;
 use devpool_tlsf::TlsfPool;
@@ -24,6 +24,17 @@ pub enum Route {
     Large = 1,
     /// One backend region per block.
     Huge = 2,
+}
+
+impl Route {
+    /// The route's name in [`Parts::Routes`]: `small`, `large` or `huge`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Route::Small => "small",
+            Route::Large => "large",
+            Route::Huge => "huge",
+        }
+    }
 }
 
 /// The large route's pool.
@@ -195,6 +206,18 @@ impl Pool for HybridPool {
         Ok(own + self.large.pool().trim()? + self.huge.trim()?)
     }
 
+    fn parts(&self) -> Parts {
+        Parts::Routes(
+            [Route::Small, Route::Large, Route::Huge]
+                .into_iter()
+                .map(|r| RouteStats {
+                    route: r.name(),
+                    stats: self.stats_of(r),
+                })
+                .collect(),
+        )
+    }
+
     fn describe_cache(&self) -> String {
         let parts = [
             ("small (slab)", &self.slab as &dyn Pool),
@@ -238,27 +261,4 @@ pub fn hybrid(backend: impl IntoBackend, cfg: HybridConfig) -> StreamOrdered<Hyb
     StreamOrdered::new("hybrid", backend, move |s| {
         HybridPool::for_stream(b.clone(), cfg.clone(), s)
     })
-}
-
-/// Statistics per route, summed over every stream's pool.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct RouteStats {
-    /// The slab route.
-    pub small: Stats,
-    /// The large route.
-    pub large: Stats,
-    /// The huge route.
-    pub huge: Stats,
-}
-
-/// Per-route statistics of a hybrid allocator.
-pub fn route_stats(alloc: &StreamOrdered<HybridPool>) -> RouteStats {
-    let mut r = RouteStats::default();
-    for (_, p) in alloc.pools() {
-        r.small.merge(&p.stats_of(Route::Small));
-        r.large.merge(&p.stats_of(Route::Large));
-        r.huge.merge(&p.stats_of(Route::Huge));
-    }
-    let _ = alloc.name();
-    r
 }

@@ -1,8 +1,29 @@
 //! Routing: each size goes where the configuration says, frees go back to the route
 //! that made the block, and per-route statistics match the test's own count.
-use devpool_core::{Allocator, Backend, Block, MockBackend, MockConfig, Request, Rng};
-use devpool_hybrid::{hybrid, route_stats, HybridConfig, HybridPool, Route};
+use devpool_core::{Allocator, Backend, Block, MockBackend, MockConfig, Request, Rng, Stats};
+use devpool_hybrid::{hybrid, HybridConfig, HybridPool, Route};
 use proptest::prelude::*;
+
+/// Each route's statistics, as the allocator reports its parts.
+struct Routes {
+    small: Stats,
+    large: Stats,
+    huge: Stats,
+}
+
+fn route_stats(alloc: &dyn Allocator) -> Routes {
+    let parts = alloc.parts();
+    let of = |r: Route| {
+        *parts
+            .route(r.name())
+            .expect("the hybrid reports its routes")
+    };
+    Routes {
+        small: of(Route::Small),
+        large: of(Route::Large),
+        huge: of(Route::Huge),
+    }
+}
 
 #[test]
 fn sizes_take_their_routes() {

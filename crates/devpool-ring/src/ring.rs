@@ -14,8 +14,7 @@ use crate::config::RingConfig;
 use crate::pool::RingPool;
 use crate::stats::RingStats;
 use devpool_core::{
-    Allocator, Backend, Block, DeviceId, Error, IntoBackend, Request, Result, Stats, StreamId,
-    StreamOrdered,
+    Allocator, Backend, Block, DeviceId, Error, IntoBackend, Result, StreamId, StreamOrdered,
 };
 use std::sync::Arc;
 
@@ -87,18 +86,7 @@ impl Ring {
 }
 
 impl Allocator for Ring {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn backend(&self) -> &Arc<dyn Backend> {
-        self.inner.backend()
-    }
-
-    #[inline]
-    fn allocate(&self, req: Request) -> Result<Block> {
-        self.inner.allocate(req)
-    }
+    devpool_core::forward_allocator!(|r| &r.inner; name, backend, allocate, stats, trim);
 
     fn device(&self) -> DeviceId {
         self.device
@@ -119,13 +107,5 @@ impl Allocator for Ring {
             Some(pool) => pool.record_stream(block, stream),
             None => Err(Error::NotOwned { ptr: block.ptr }),
         }
-    }
-
-    fn stats(&self) -> Stats {
-        self.inner.stats()
-    }
-
-    fn trim(&self) -> Result<usize> {
-        self.inner.trim()
     }
 }

@@ -71,12 +71,11 @@ mod isolated;
 mod lock;
 mod pool;
 mod slab;
-mod stats;
 mod thread;
 
 pub use config::{SlabConfig, MAX_CLASS_BYTES, MAX_SLAB_BYTES};
+pub use devpool_core::ClassStats;
 pub use pool::{SlabPool, THREAD_CACHES};
-pub use stats::ClassStats;
 
 use devpool_core::{Backend, IntoBackend, StreamOrdered};
 use std::sync::Arc;

@@ -5,9 +5,9 @@ use crate::depot::{Depot, Shared, SharedClasses};
 use crate::handle::Handle;
 use crate::heap::{Freed, Heap};
 use crate::lock::{SpinGuard, SpinLock};
-use crate::stats::ClassStats;
 use crate::SlabConfig;
 use crossbeam_utils::CachePadded;
+use devpool_core::ClassStats;
 use devpool_core::{
     human_bytes, Backend, Block, DeviceId, DevicePtr, Error, IntoBackend, Pool, Request, Result,
     Stats,
@@ -245,6 +245,10 @@ impl SlabPool {
 }
 
 impl Pool for SlabPool {
+    fn parts(&self) -> devpool_core::Parts {
+        devpool_core::Parts::Classes(self.class_stats())
+    }
+
     #[inline]
     fn allocate(&self, req: &Request) -> Result<Block> {
         // The fast path calls nothing: a plain request, this thread's cache free, a

@@ -4,7 +4,7 @@
 
 use devpool_core::{
     align_up, Allocator, Backend, Block, Counters, Error, IntoBackend, MockBackend, Pool, Request,
-    Result, Stats, StreamId, StreamOrdered, MIN_ALIGN,
+    Result, Stats, StreamOrdered, MIN_ALIGN,
 };
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -140,24 +140,8 @@ impl<A: Allocator> CountTrims<A> {
 }
 
 impl<A: Allocator> Allocator for CountTrims<A> {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn backend(&self) -> &Arc<dyn Backend> {
-        self.inner.backend()
-    }
-    fn allocate(&self, req: Request) -> Result<Block> {
-        self.inner.allocate(req)
-    }
-    fn deallocate(&self, block: Block, stream: StreamId) -> Result<()> {
-        self.inner.deallocate(block, stream)
-    }
-    fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
-        self.inner.record_stream(block, stream)
-    }
-    fn stats(&self) -> Stats {
-        self.inner.stats()
-    }
+    devpool_core::forward_allocator!(|a| &a.inner; name, backend, allocate, deallocate,
+        record_stream, stats);
     fn trim(&self) -> Result<usize> {
         self.trims.fetch_add(1, Ordering::Relaxed);
         self.inner.trim()
