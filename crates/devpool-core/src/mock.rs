@@ -165,6 +165,12 @@ struct State {
     next_chunk: u64,
     streams: HashMap<u64, StreamState>,
     next_stream: u64,
+    /// Mapped pages that work queued on a stream writes: page -> (stream, sequence
+    /// number of that work). The work may still touch the page until the stream's
+    /// completed count reaches the number.
+    busy: HashMap<u64, (u64, u64)>,
+    /// Unmaps refused because queued work could still touch a page.
+    busy_unmaps: u64,
     events: HashMap<u64, EventState>,
     next_event: u64,
     fault: Option<Fault>,
@@ -220,6 +226,8 @@ impl MockBackend {
             next_chunk: 1,
             streams: HashMap::new(),
             next_stream: 1,
+            busy: HashMap::new(),
+            busy_unmaps: 0,
             events: HashMap::new(),
             next_event: 1,
             fault: None,
@@ -315,6 +323,14 @@ impl MockBackend {
     /// Pages mapped now.
     pub fn mapped_pages(&self) -> usize {
         self.state.lock().pages.len()
+    }
+
+    /// Unmaps refused so far because work queued on a stream (a memset not yet
+    /// completed, with manual events) could still touch one of the pages: a pool
+    /// that gives pages back before the streams that used them have passed shows
+    /// up here, and its unmap fails.
+    pub fn unmaps_while_busy(&self) -> u64 {
+        self.state.lock().busy_unmaps
     }
 
     /// Physical chunks mapped now (a page mapped by `map` is a chunk of its own).
@@ -489,6 +505,29 @@ impl MockBackend {
 }
 
 impl MockBackend {
+    /// Work writing `[ptr, ptr + len)` was queued on `stream`: the mapped pages it
+    /// touches are busy until the stream completes it.
+    fn queue_work(&self, ptr: DevicePtr, len: usize, stream: StreamId) {
+        let mut s = self.state.lock();
+        let immediate = self.cfg.events == EventPolicy::Immediate;
+        let st = s.streams.entry(stream.0).or_default();
+        st.submitted += 1;
+        let seq = st.submitted;
+        if immediate {
+            st.completed = seq;
+            return;
+        }
+        let g = self.cfg.granularity as u64;
+        let end = ptr.0.saturating_add(len.max(1) as u64);
+        let mut p = ptr.0 & !(g - 1);
+        while p < end {
+            if s.pages.contains_key(&p) {
+                s.busy.insert(p, (stream.0, seq));
+            }
+            p += g;
+        }
+    }
+
     /// The chunks mapped in `[ptr, ptr + size)`, each once, if every page there is
     /// mapped and the range cuts no chunk's mapping.
     fn whole_chunks(
@@ -730,9 +769,24 @@ impl Backend for MockBackend {
     fn unmap(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
         BackendCounterCell::bump(&self.counters.unmap_calls);
         let mut s = self.state.lock();
-        // The backend waits for the device before unmapping (see the CUDA backend).
-        Self::complete_all_locked(&mut s);
+        // Unlike a region free, an unmap waits for nothing (neither does
+        // cuMemUnmap): work still queued on a page would fault. The mock refuses.
         let g = self.cfg.granularity as u64;
+        if size > 0 && ptr.0.is_multiple_of(g) {
+            for p in (ptr.0..ptr.0.saturating_add(size as u64)).step_by(g as usize) {
+                if let Some(&(stream, seq)) = s.busy.get(&p) {
+                    if s.streams.get(&stream).is_some_and(|st| st.completed < seq) {
+                        s.busy_unmaps += 1;
+                        return Err(self.invalid(
+                            "unmap",
+                            format!(
+                                "page {p:#x} may still be used by work queued on stream {stream:#x}"
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
         if size == 0 || !(size as u64).is_multiple_of(g) || !ptr.0.is_multiple_of(g) {
             return Err(self.invalid("unmap", format!("{ptr}+{size} is not page aligned")));
         }
@@ -740,6 +794,7 @@ impl Backend for MockBackend {
         let chunks = self.whole_chunks(&s, "unmap", ptr, size)?;
         for p in (ptr.0..end).step_by(g as usize) {
             s.pages.remove(&p);
+            s.busy.remove(&p);
         }
         let mut freed = 0usize;
         let mut bytes = 0u64;
@@ -906,27 +961,33 @@ impl Backend for MockBackend {
         Ok(())
     }
 
-    fn memset(
-        &self,
-        ptr: DevicePtr,
-        value: u8,
-        len: usize,
-        _stream: StreamId,
-    ) -> BackendResult<()> {
-        self.with_bytes("memset", ptr, len, |b, _| b.fill(value))
+    /// The bytes are written at once; the memset is also work queued on `stream`
+    /// (with manual events it stays queued until the test completes the stream),
+    /// and the mapped pages it writes are busy until then: unmapping one earlier
+    /// fails.
+    fn memset(&self, ptr: DevicePtr, value: u8, len: usize, stream: StreamId) -> BackendResult<()> {
+        self.with_bytes("memset", ptr, len, |b, _| b.fill(value))?;
+        self.queue_work(ptr, len, stream);
+        Ok(())
     }
 
-    fn copy_to_device(&self, dst: DevicePtr, src: &[u8], _stream: StreamId) -> BackendResult<()> {
+    /// Returns when the copy is done: the stream's work so far completes.
+    fn copy_to_device(&self, dst: DevicePtr, src: &[u8], stream: StreamId) -> BackendResult<()> {
         self.with_bytes("copy_to_device", dst, src.len(), |b, at| {
             b.copy_from_slice(&src[at..at + b.len()])
-        })
+        })?;
+        self.complete_stream(stream);
+        Ok(())
     }
 
-    fn copy_to_host(&self, dst: &mut [u8], src: DevicePtr, _stream: StreamId) -> BackendResult<()> {
+    /// Returns when the copy is done: the stream's work so far completes.
+    fn copy_to_host(&self, dst: &mut [u8], src: DevicePtr, stream: StreamId) -> BackendResult<()> {
         let len = dst.len();
         self.with_bytes("copy_to_host", src, len, |b, at| {
             dst[at..at + b.len()].copy_from_slice(b)
-        })
+        })?;
+        self.complete_stream(stream);
+        Ok(())
     }
 
     fn enable_peer_access(&self, peer: DeviceId) -> BackendResult<()> {
@@ -1091,6 +1152,37 @@ mod tests {
         let c = m.counters();
         assert_eq!((c.bytes_in_use.current, c.chunks_released), (0, 2));
         m.unreserve(va, 16 * g).unwrap();
+    }
+
+    #[test]
+    fn an_unmap_under_queued_work_is_refused_and_counted() {
+        let m = MockBackend::new(MockConfig::default().host_backed().manual_events());
+        let g = m.granularity();
+        let s = m.create_stream().unwrap();
+        let va = m.reserve(4 * g, g).unwrap();
+        m.map(va, 2 * g).unwrap();
+        m.memset(va.offset(g + 100), 3, 10, s).unwrap();
+        // Page 0 is idle; page 1 has a memset queued on s.
+        m.unmap(va, g).unwrap();
+        assert!(
+            m.unmap(va.offset(g), g).is_err(),
+            "queued work may still write it"
+        );
+        assert_eq!(m.unmaps_while_busy(), 1);
+        assert_eq!(m.counters().bytes_in_use.current, g as u64, "nothing went");
+        // Work on another stream does not help; stream s passing does.
+        m.complete_stream(StreamId::DEFAULT);
+        assert!(m.unmap(va.offset(g), g).is_err());
+        m.complete_stream(s);
+        m.unmap(va.offset(g), g).unwrap();
+        assert_eq!(m.unmaps_while_busy(), 2);
+        // A copy returns when done: it completes the stream's queue.
+        m.map(va, g).unwrap();
+        m.memset(va, 1, 10, s).unwrap();
+        let mut b = [0u8; 1];
+        m.copy_to_host(&mut b, va, s).unwrap();
+        m.unmap(va, g).unwrap();
+        m.unreserve(va, 4 * g).unwrap();
     }
 
     #[test]

@@ -30,13 +30,20 @@ pub(crate) struct Region {
     pub(crate) size: usize,
 }
 
-/// Reserved address ranges and mapped pages.
+/// Reserved address ranges, mapped pages, mappings and the physical allocations
+/// behind them.
 #[derive(Debug, Default)]
 pub(crate) struct VmTable {
     /// Start -> size of every reserved range.
     pub(crate) ranges: BTreeMap<u64, usize>,
     /// Address of every mapped page (and of pages being mapped or unmapped now).
     pub(crate) pages: BTreeSet<u64>,
+    /// Start -> (bytes, physical allocation) of every mapping.
+    pub(crate) maps: BTreeMap<u64, (usize, u64)>,
+    /// Physical allocation -> (bytes, mappings of it).
+    pub(crate) phys: HashMap<u64, (usize, u32)>,
+    /// The next physical allocation's number.
+    pub(crate) next_phys: u64,
 }
 
 /// The CUDA driver as a [`Backend`] for one device.
@@ -45,8 +52,10 @@ pub(crate) struct VmTable {
 ///   [`granularity`](Backend::granularity) bytes are aligned to it; smaller ones to
 ///   at least 256 bytes, as `cuMemAlloc` guarantees.
 /// - Virtual ranges come from `cuMemAddressReserve`; [`map`](Backend::map) backs each
-///   granule page with its own `cuMemCreate` allocation and makes the whole range
-///   readable and writable with one `cuMemSetAccess`.
+///   granule page with its own `cuMemCreate` allocation, [`map_chunks`](Backend::map_chunks)
+///   each chunk, and both make the whole range readable and writable with one
+///   `cuMemSetAccess`; [`alias`](Backend::alias) maps held memory a second time;
+///   [`unmap`](Backend::unmap) waits for nothing (see the `vmm` module).
 /// - Streams are non-blocking `CUstream`s; a [`StreamId`] is the raw handle, and
 ///   `StreamId(0)` is the legacy default stream. Any stream handle of this device's
 ///   primary context may be passed in, including ones made by other libraries.
@@ -445,6 +454,14 @@ impl Backend for CudaBackend {
         self.vm_map(ptr, size)
     }
 
+    fn map_chunks(&self, ptr: DevicePtr, chunks: &[usize]) -> BackendResult<()> {
+        self.vm_map_chunks("map_chunks", ptr, chunks)
+    }
+
+    fn alias(&self, to: DevicePtr, from: &[(DevicePtr, usize)]) -> BackendResult<()> {
+        self.vm_alias(to, from)
+    }
+
     fn unmap(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
         self.vm_unmap(ptr, size)
     }
@@ -657,10 +674,9 @@ impl Drop for CudaBackend {
         if unsafe { sys::cuCtxSetCurrent(self.ctx.0) } != CUresult::CUDA_SUCCESS {
             return;
         }
-        let g = self.granularity;
-        for page in std::mem::take(&mut self.vm.get_mut().pages) {
-            // SAFETY: each tracked page is one live mapping of `g` bytes.
-            let _ = unsafe { sys::cuMemUnmap(page, g) };
+        for (start, (len, _)) in std::mem::take(&mut self.vm.get_mut().maps) {
+            // SAFETY: each tracked mapping is live and unmapped once.
+            let _ = unsafe { sys::cuMemUnmap(start, len) };
         }
         for (start, size) in std::mem::take(&mut self.vm.get_mut().ranges) {
             // SAFETY: a reserved range, now with no mapping left in it.

@@ -37,6 +37,7 @@ const SYMBOLS: &[&str] = &[
     "cuMemSetAccess",
     "cuMemUnmap",
     "cuMemRelease",
+    "cuMemRetainAllocationHandle",
     "cuStreamCreate",
     "cuStreamDestroy_v2",
     "cuStreamSynchronize",

@@ -2,6 +2,7 @@
 //! `cargo test -p devpool-cuda --test gpu -- --ignored --test-threads=1`.
 
 mod common;
+mod vm;
 
 use devpool_core::{direct, Allocator, Backend, BackendError, DeviceId, Error, Request, StreamId};
 use devpool_cuda::gpu_checks::{check_no_overlap, check_stream_order, StreamOrderCheck};

@@ -80,3 +80,58 @@ fn record_stream_holds_the_block_until_that_stream_is_done() {
     alloc.trim().unwrap();
     assert_eq!(alloc.stats().reserved_bytes.current, 0);
 }
+
+/// A pool gives a page back only once the work queued on the block's stream before
+/// the free has completed; the mock refuses (and counts) an unmap under queued work,
+/// so a pool that unmapped early would fail here. Nothing waits for the device.
+#[test]
+fn pages_go_back_only_after_the_stream_passed_the_free() {
+    use devpool_core::{Backend, Pool};
+    use devpool_tlsf::{Mode, TlsfPool, VmConfig};
+    let mock = MockBackend::shared_with(MockConfig::default().host_backed().manual_events());
+    let s = mock.create_stream().unwrap();
+    // No cache at all, a window of one operation: the policy gives unused pages back
+    // at every free.
+    let cfg = TlsfConfig::default().mode(Mode::Virtual).pages(
+        VmConfig::default()
+            .cache(0, 0.0)
+            .window_ops(1)
+            .map_batch_pages(1),
+    );
+    let pool = TlsfPool::new(mock.clone(), cfg);
+    let b = pool.allocate(&Request::new(64 << 20).on_stream(s)).unwrap();
+    // A kernel-free stand-in for a slow kernel: a memset queued on s, not done.
+    mock.memset(b.ptr, 0xab, b.size, s).unwrap();
+    let held = mock.counters().bytes_in_use.current;
+    pool.deallocate(&b).unwrap();
+    // A few more operations: the recent peak is forgotten and the policy gives the
+    // 32 pages back, but they wait for stream s.
+    for _ in 0..4 {
+        let x = pool.allocate(&Request::new(4096).on_stream(s)).unwrap();
+        pool.deallocate(&x).unwrap();
+    }
+    let d = pool.detail();
+    assert_eq!(mock.unmaps_while_busy(), 0, "no unmap under queued work");
+    assert!(d.pages.retiring_pages >= 31, "{d}");
+    assert_eq!(
+        mock.counters().bytes_in_use.current,
+        held,
+        "held and counted"
+    );
+    assert_eq!(pool.stats().reserved_bytes.current, held);
+    mock.complete_stream(s);
+    for _ in 0..8 {
+        let x = pool.allocate(&Request::new(4096).on_stream(s)).unwrap();
+        pool.deallocate(&x).unwrap();
+    }
+    // The block's pages went; the small blocks' page may be retiring again.
+    let d = pool.detail();
+    assert!(d.pages.mapped_pages <= 2 && d.pages.unmap_calls >= 1, "{d}");
+    assert_eq!(mock.unmaps_while_busy(), 0);
+    assert_eq!(mock.counters().event_records, d.pages.events_recorded);
+    pool.verify().unwrap();
+    // trim waits for the stream's events (not for the device) and gives all back.
+    pool.trim().unwrap();
+    assert_eq!(mock.counters().bytes_in_use.current, 0);
+    assert_eq!(mock.unmaps_while_busy(), 0);
+}
