@@ -1,5 +1,6 @@
 //! `devpool bench`: latency workloads per strategy.
 
+use crate::error::{CliError, Result};
 use crate::target::fresh_backend;
 use crate::BackendArgs;
 use devpool_core::Rng;
@@ -131,7 +132,7 @@ fn threads_pairs(
     alloc: Arc<dyn Allocator>,
     threads: usize,
     size: usize,
-) -> Result<(u64, Duration, u64), String> {
+) -> Result<(u64, Duration, u64)> {
     // Two barriers: every worker has warmed its stream's pool, then the clock starts
     // and the workers are let go. The clock stops when the last one has ended, so a
     // worker that waited for a core is counted in full.
@@ -163,7 +164,11 @@ fn threads_pairs(
             Err(e) => {
                 // The workers already started wait at the barriers forever: this is
                 // only reached before any work, and the process ends with the error.
-                return Err(format!("cannot start bench thread {t} of {threads}: {e}"));
+                return Err(CliError::Thread {
+                    index: t,
+                    threads,
+                    source: e,
+                });
             }
         }
     }
@@ -173,9 +178,7 @@ fn threads_pairs(
     let mut total = 0;
     let mut fails = 0;
     for h in handles {
-        let (n, _, f) = h
-            .join()
-            .map_err(|_| "a bench thread panicked".to_string())?;
+        let (n, _, f) = h.join().map_err(|_| CliError::ThreadPanicked)?;
         total += n;
         fails += f;
     }
@@ -212,30 +215,43 @@ pub(crate) fn result(
 pub const MAX_THREADS: usize = 1024;
 
 /// Refuse settings that would measure nothing or could not run.
-fn check_args(args: &BenchArgs) -> Result<(), String> {
+fn check_args(args: &BenchArgs) -> Result<()> {
     if args.steps == 0 {
-        return Err("--steps 0: the random loop needs at least one step".into());
+        return Err(CliError::setting(
+            "--steps 0",
+            "the random loop needs at least one step",
+        ));
     }
     if args.pairs == 0 {
-        return Err("--pairs 0: the pair workloads need at least one pair".into());
+        return Err(CliError::setting(
+            "--pairs 0",
+            "the pair workloads need at least one pair",
+        ));
     }
     if args.live.contains(&0) {
-        return Err("--live 0: a live-block count must be at least 1".into());
+        return Err(CliError::setting(
+            "--live 0",
+            "a live-block count must be at least 1",
+        ));
     }
     for &t in &args.threads {
         if t == 0 {
-            return Err("--threads 0: each thread count must be at least 1".into());
+            return Err(CliError::setting(
+                "--threads 0",
+                "each thread count must be at least 1",
+            ));
         }
         if t > MAX_THREADS {
-            return Err(format!(
-                "--threads {t}: at most {MAX_THREADS} threads (one stream and pool each)"
+            return Err(CliError::setting(
+                format!("--threads {t}"),
+                format!("at most {MAX_THREADS} threads (one stream and pool each)"),
             ));
         }
     }
     Ok(())
 }
 
-pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<(), String> {
+pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<()> {
     check_args(&args)?;
     let names = crate::reference::with_references(&args.strategies, backend_args)?;
     let mut threads = args.threads.clone();
@@ -246,7 +262,7 @@ pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<(), String> 
         threads = if n > 1 { vec![1, n] } else { vec![1] };
     }
     let mut out = Vec::new();
-    let be = backend_args.backend.as_str();
+    let be = backend_args.backend.name();
     for s in &names {
         let target = fresh_backend(backend_args)?;
         let alloc: Arc<dyn Allocator> = Arc::from(crate::reference::build(s, &target)?);
@@ -304,10 +320,7 @@ pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<(), String> 
         out.push(r);
     }
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
-        );
+        println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print!("{}", table(&out[..table_rows], &threads));
         crate::live::print_results(&live, &args.live);

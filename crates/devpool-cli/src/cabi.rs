@@ -6,8 +6,12 @@
 //! of its first use: this row always runs the hybrid, on the backend and device of
 //! the command line, and may run only once per process with other settings.
 
+use crate::error::CliError;
+use devpool::BackendKind;
 use devpool_core::{Allocator, Backend, Block, DevicePtr, Error, Request, Result, Stats, StreamId};
-use devpool_ffi::{devpool_configure, devpool_free, devpool_malloc, DEVPOOL_OK};
+use devpool_ffi::{
+    devpool_configure, devpool_free, devpool_malloc, DEVPOOL_ERR_INVALID, DEVPOOL_OK,
+};
 use std::ffi::{c_int, CString};
 use std::sync::Arc;
 
@@ -20,27 +24,30 @@ pub(crate) struct CAbi {
 }
 
 impl CAbi {
-    /// Configure the C ABI for its default strategy (the hybrid) on `backend` ("mock"
-    /// or "cuda") and use
+    /// Configure the C ABI for its default strategy (the hybrid) on `backend` and use
     /// `device`; `target` only answers [`Allocator::backend`]. Fails when the C ABI
     /// of this process already has other settings.
     pub(crate) fn new(
-        backend: &str,
+        backend: BackendKind,
         device: u32,
         target: Arc<dyn Backend>,
-    ) -> std::result::Result<Self, String> {
+    ) -> std::result::Result<Self, CliError> {
         let strategy = devpool::StrategySpec::default();
         let name = format!("{strategy} (C ABI)");
+        let refused = |code| CliError::CAbi {
+            row: name.clone(),
+            code,
+        };
+        // Names and numbers: no NUL inside.
         let cfg = CString::new(format!("strategy={strategy};backend={backend};log=off"))
-            .map_err(|e| e.to_string())?;
+            .map_err(|_| refused(DEVPOOL_ERR_INVALID))?;
         // SAFETY: `cfg` is a NUL-terminated string that lives across the call.
         let rc = unsafe { devpool_configure(cfg.as_ptr()) };
         if rc != DEVPOOL_OK {
-            return Err(format!(
-                "{name}: the C ABI refused its settings (error {rc}); it runs once per process"
-            ));
+            return Err(refused(rc));
         }
-        let device = c_int::try_from(device).map_err(|e| format!("{name}: device: {e}"))?;
+        let device = c_int::try_from(device)
+            .map_err(|_| CliError::setting(format!("--device {device}"), "out of range"))?;
         Ok(CAbi {
             name,
             backend: target,

@@ -4,6 +4,7 @@
 //! with the blocks live at once, not with the length of the trace; the progress bar
 //! counts the bytes of the files read.
 
+use crate::error::{CliError, Result};
 use crate::inputs::{default_traces, label, plot_names, Input};
 use crate::table::{table, trace_warning};
 use crate::target::{build, fresh_backend, strategies};
@@ -23,9 +24,8 @@ fn run_one(
     args: &BackendArgs,
     pb: &ProgressBar,
     done: u64,
-) -> Result<ReplayReport, String> {
-    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", input.path.display());
-    let reader = open_trace(&input.path).map_err(|e| e.to_string())?;
+) -> Result<ReplayReport> {
+    let reader = open_trace(&input.path)?;
     let read = reader.bytes_read_handle();
     let pb2 = pb.clone();
     let opts = ReplayOptions::default().with_progress(move |_| {
@@ -33,7 +33,7 @@ fn run_one(
     });
     let target = fresh_backend(args)?;
     let alloc = build(strategy, &target)?;
-    let mut r = replay_events(&input.label, reader, &*alloc, &opts).map_err(|e| e.to_string())?;
+    let mut r = replay_events(&input.label, reader, &*alloc, &opts)?;
     r.strategy = strategy.to_string();
     if crate::target::BASELINES.contains(&strategy) && r.peak_reserved_bytes == 0 {
         // The driver's own pool holds its memory out of the backend's sight: take the
@@ -45,11 +45,10 @@ fn run_one(
     }
     let _ = alloc.trim();
     if r.allocations + r.failed_allocations == 0 {
-        return Err(at(&format!(
-            "no allocation in {} events: an empty trace (or a header only) has nothing \
-             to measure",
-            r.events
-        )));
+        return Err(CliError::EmptyTrace {
+            path: input.path.clone(),
+            events: r.events,
+        });
     }
     Ok(r)
 }
@@ -80,7 +79,7 @@ pub fn compare(
     plots: PathBuf,
     json: bool,
     args: &BackendArgs,
-) -> Result<Warned, String> {
+) -> Result<Warned> {
     let traces = if traces.is_empty() {
         default_traces()?
     } else {
@@ -94,7 +93,10 @@ pub fn compare(
     let pb = bar(total, json);
     let mut all: Vec<ReplayReport> = Vec::new();
     let mut warnings = Vec::new();
-    std::fs::create_dir_all(&plots).map_err(|e| format!("{}: {e}", plots.display()))?;
+    std::fs::create_dir_all(&plots).map_err(|source| CliError::Write {
+        path: plots.clone(),
+        source,
+    })?;
     let started = std::time::Instant::now();
     let mut done = 0;
     for (input, plot_file) in inputs.iter().zip(&plot_files) {
@@ -115,7 +117,7 @@ pub fn compare(
             &format!("{}: live and held device bytes", input.label),
             &refs,
         )
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|source| CliError::Plot { path, source })?;
         all.extend(runs);
     }
     pb.finish_and_clear();
@@ -123,10 +125,7 @@ pub fn compare(
         eprintln!("devpool: {w}");
     }
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&all).map_err(|e| e.to_string())?
-        );
+        println!("{}", serde_json::to_string_pretty(&all)?);
         return Ok(!warnings.is_empty());
     }
     print!("{}", table(&all));
@@ -148,15 +147,12 @@ pub fn replay_one(
     plot: Option<PathBuf>,
     json: bool,
     args: &BackendArgs,
-) -> Result<Warned, String> {
+) -> Result<Warned> {
     let names = strategies(&[strategy.to_string()], args)?;
     if let Some(p) = &plot {
         let svg = p.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg"));
         if !svg {
-            return Err(format!(
-                "--plot {}: plots are SVG files: give a name ending in .svg",
-                p.display()
-            ));
+            return Err(CliError::NotSvg(p.clone()));
         }
     }
     let input = label(vec![trace]).remove(0);
@@ -165,19 +161,23 @@ pub fn replay_one(
     let r = run_one(&input, &names[0], args, &pb, 0)?;
     pb.finish_and_clear();
     if let Some(p) = &plot {
-        plot_timelines(p, &format!("{}: {}", input.label, r.strategy), &[&r])
-            .map_err(|e| format!("{}: {e}", p.display()))?;
+        plot_timelines(p, &format!("{}: {}", input.label, r.strategy), &[&r]).map_err(
+            |source| CliError::Plot {
+                path: p.clone(),
+                source,
+            },
+        )?;
     }
     let warning = trace_warning(&r);
     if let Some(w) = &warning {
         eprintln!("devpool: {w}");
     }
     if json {
-        let mut v = serde_json::to_value(&r).map_err(|e| e.to_string())?;
+        let mut v = serde_json::to_value(&r)?;
         if let Some(o) = v.as_object_mut() {
             o.remove("timeline");
         }
-        println!("{}", serde_json::to_string(&v).map_err(|e| e.to_string())?);
+        println!("{}", serde_json::to_string(&v)?);
     } else {
         print!("{}", table(std::slice::from_ref(&r)));
         println!(

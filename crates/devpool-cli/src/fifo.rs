@@ -11,6 +11,7 @@
 //! allocator).
 
 use crate::bench::BenchResult;
+use crate::error::Result;
 use crate::target::{build, fresh_backend, BASELINES};
 use crate::BackendArgs;
 use devpool_core::{Allocator, Block, Rng};
@@ -33,7 +34,7 @@ pub fn run(
     args: &BackendArgs,
     max_steps: usize,
     budget: Duration,
-) -> Result<BenchResult, String> {
+) -> Result<BenchResult> {
     let target = fresh_backend(args)?;
     let alloc = build(strategy, &target)?;
     let backend = alloc.backend().clone();
@@ -99,7 +100,13 @@ pub fn run(
     Ok(BenchResult {
         held_over_live: Some(peak_held as f64 / peak_live.max(1) as f64),
         steady_memory_calls: Some(steady_calls),
-        ..crate::bench::result(strategy, WORKLOAD, 1, (done, took, failures), &args.backend)
+        ..crate::bench::result(
+            strategy,
+            WORKLOAD,
+            1,
+            (done, took, failures),
+            args.backend.name(),
+        )
     })
 }
 

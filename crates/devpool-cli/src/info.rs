@@ -1,14 +1,19 @@
 //! `devpool info`.
 
+use crate::error::{CliError, Result};
 use crate::BackendArgs;
+use devpool::BackendKind;
 use devpool_core::{human_bytes, Backend, MockBackend};
 
-pub fn info(args: &BackendArgs) -> Result<(), String> {
+pub fn info(args: &BackendArgs) -> Result<()> {
     crate::target::check_device(args)?;
-    match args.backend.as_str() {
-        "mock" => {
+    match args.backend {
+        BackendKind::Mock => {
             let m = MockBackend::default();
-            let (free, total) = m.mem_info().map_err(|e| e.to_string())?;
+            let (free, total) = m.mem_info().map_err(|source| CliError::Backend {
+                what: "mock backend".into(),
+                source,
+            })?;
             println!("backend: mock (CPU stand-in for a GPU's memory)");
             println!(
                 "memory:  {} free of {}",
@@ -25,16 +30,14 @@ pub fn info(args: &BackendArgs) -> Result<(), String> {
             }
             Ok(())
         }
-        "cuda" => {
-            let d = devpool_cuda::device_info(args.device)
-                .map_err(|e| format!("CUDA device {}: {e}", args.device))?;
+        BackendKind::Cuda => {
+            let d = devpool_cuda::device_info(args.device).map_err(|source| CliError::Backend {
+                what: format!("CUDA device {}", args.device),
+                source,
+            })?;
             println!("backend: cuda");
             println!("{d}");
             Ok(())
         }
-        other => Err(format!(
-            "unknown backend '{}': use mock or cuda",
-            devpool_core::excerpt(other, 64)
-        )),
     }
 }

@@ -1,6 +1,7 @@
 //! The traces a command replays: the files, and a label for each that no other
 //! trace of the run shares (tables, plots and JSON name traces by it).
 
+use crate::error::CliError;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -14,7 +15,7 @@ pub struct Input {
 
 /// The bundled traces: `traces/` under the working directory, else the one in the
 /// source tree this binary was built from.
-pub fn default_traces() -> Result<Vec<PathBuf>, String> {
+pub fn default_traces() -> Result<Vec<PathBuf>, CliError> {
     let here = PathBuf::from("traces");
     let dir = if here.is_dir() {
         here
@@ -22,11 +23,9 @@ pub fn default_traces() -> Result<Vec<PathBuf>, String> {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces")
     };
     let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map_err(|e| {
-            format!(
-                "no trace given and no bundled traces/ folder ({}): {e}",
-                dir.display()
-            )
+        .map_err(|source| CliError::NoTraceFolder {
+            dir: dir.clone(),
+            source,
         })?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
@@ -36,7 +35,7 @@ pub fn default_traces() -> Result<Vec<PathBuf>, String> {
         .collect();
     v.sort();
     if v.is_empty() {
-        return Err(format!("no traces in {}", dir.display()));
+        return Err(CliError::NoTraces(dir));
     }
     Ok(v)
 }

@@ -18,6 +18,7 @@
 
 use crate::bench::{figure, result, BenchResult};
 use crate::cabi::CAbi;
+use crate::error::{CliError, Result};
 use crate::target::fresh_backend;
 use crate::BackendArgs;
 use devpool::StrategySpec;
@@ -111,16 +112,25 @@ pub fn run_all(
     counts: &[usize],
     backend_args: &BackendArgs,
     json: bool,
-) -> Result<Vec<BenchResult>, String> {
+) -> Result<Vec<BenchResult>> {
     let mut out = Vec::new();
     if counts.contains(&0) {
-        return Err("--live: a live-block count must be at least 1".into());
+        return Err(CliError::setting(
+            "--live 0",
+            "a live-block count must be at least 1",
+        ));
     }
     let first = (!counts.is_empty()).then(|| crate::reference::CALLER_ONLY.to_string());
     let mut one = |s: &str, alloc: &dyn Allocator, n: usize| {
         let r = live(alloc, n, STEPS, BUDGET);
         let w = format!("live {n}");
-        let row = result(s, &w, 1, (r.ops, r.took, r.failures), &backend_args.backend);
+        let row = result(
+            s,
+            &w,
+            1,
+            (r.ops, r.took, r.failures),
+            backend_args.backend.name(),
+        );
         if !json {
             eprintln!("{s:>18} {w:<14} {:>10} ns", figure(Some(&row)));
         }
@@ -144,7 +154,7 @@ pub fn run_all(
     if names.iter().any(|s| *s == default.name()) {
         // The same workload through the C ABI, whose pointer table is on the path.
         let target = fresh_backend(backend_args)?;
-        let c = CAbi::new(&backend_args.backend, backend_args.device, target.backend())?;
+        let c = CAbi::new(backend_args.backend, backend_args.device, target.backend())?;
         for &n in counts {
             one(c.name(), &c, n);
         }

@@ -4,6 +4,7 @@
 mod bench;
 mod cabi;
 mod compare;
+mod error;
 mod fifo;
 mod info;
 mod inputs;
@@ -13,6 +14,7 @@ mod table;
 mod target;
 
 use clap::{Parser, Subcommand};
+use devpool::BackendKind;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -30,9 +32,9 @@ struct Cli {
 /// Where device memory comes from.
 #[derive(clap::Args, Clone, Debug)]
 pub struct BackendArgs {
-    /// `mock` (a CPU stand-in for a 141 GiB H200, the default) or `cuda` (a real GPU).
-    #[arg(long, default_value = "mock")]
-    pub backend: String,
+    /// Where device memory comes from.
+    #[arg(long, value_enum, default_value_t = BackendKind::Mock)]
+    pub backend: BackendKind,
     /// CUDA device ordinal (with `--backend cuda`).
     #[arg(long, default_value_t = 0)]
     pub device: u32,

@@ -4,6 +4,7 @@
 //! pointers are host memory, and the backend it names is only there to fill the
 //! trait).
 
+use crate::error::CliError;
 use crate::target::Target;
 use crate::BackendArgs;
 use devpool_core::{
@@ -25,7 +26,7 @@ pub(crate) const CALLER_ONLY: &str = "caller only";
 pub(crate) fn with_references(
     asked: &[String],
     args: &BackendArgs,
-) -> std::result::Result<Vec<String>, String> {
+) -> std::result::Result<Vec<String>, CliError> {
     let (refs, rest): (Vec<String>, Vec<String>) = asked
         .iter()
         .cloned()
@@ -45,7 +46,7 @@ pub(crate) fn with_references(
 pub(crate) fn build(
     name: &str,
     target: &Target,
-) -> std::result::Result<Box<dyn Allocator>, String> {
+) -> std::result::Result<Box<dyn Allocator>, CliError> {
     if name == "malloc" {
         return Ok(Box::new(HostMalloc::new(target.backend())));
     }

@@ -1,6 +1,8 @@
 //! Choosing the backend and building allocators on it.
 
+use crate::error::{CliError, Result};
 use crate::BackendArgs;
+use devpool::{BackendKind, StrategySpec};
 use devpool_core::{Allocator, Backend, MockBackend};
 use devpool_cuda::{cuda_malloc, CudaBackend, CudaMallocAsync};
 use std::sync::Arc;
@@ -27,69 +29,96 @@ impl Target {
 }
 
 /// A fresh backend for one run.
-pub fn fresh_backend(args: &BackendArgs) -> Result<Target, String> {
+pub fn fresh_backend(args: &BackendArgs) -> Result<Target> {
     check_device(args)?;
-    match args.backend.as_str() {
-        "mock" => Ok(Target::Mock(MockBackend::shared())),
-        "cuda" => CudaBackend::new(args.device)
+    match args.backend {
+        BackendKind::Mock => Ok(Target::Mock(MockBackend::shared())),
+        BackendKind::Cuda => CudaBackend::new(args.device)
             .map(Target::Cuda)
-            .map_err(|e| format!("CUDA backend on device {}: {e}", args.device)),
-        other => Err(format!(
-            "unknown backend '{}': use mock or cuda",
-            devpool_core::excerpt(other, 64)
-        )),
+            .map_err(|source| CliError::Backend {
+                what: format!("CUDA backend on device {}", args.device),
+                source,
+            }),
     }
 }
 
 /// Refuse a device ordinal the backend cannot honour: the mock is one device.
-pub fn check_device(args: &BackendArgs) -> Result<(), String> {
-    if args.backend == "mock" && args.device != 0 {
-        return Err(format!(
-            "--device {}: the mock backend is a single device (0); use --backend cuda for a GPU",
-            args.device
-        ));
+pub fn check_device(args: &BackendArgs) -> Result<()> {
+    if args.backend == BackendKind::Mock && args.device != 0 {
+        return Err(CliError::MockDevice(args.device));
     }
     Ok(())
 }
 
 /// Build `name` on `target`: a devpool strategy, or on CUDA one of the driver's own
 /// allocators.
-pub fn build(name: &str, target: &Target) -> Result<Box<dyn Allocator>, String> {
+pub fn build(name: &str, target: &Target) -> Result<Box<dyn Allocator>> {
     match (name, target) {
         ("cuMemAlloc", Target::Cuda(c)) => Ok(Box::new(cuda_malloc(c.clone()))),
         ("cuMemAllocAsync", Target::Cuda(c)) => CudaMallocAsync::new(c.clone())
             .map(|a| Box::new(a) as Box<dyn Allocator>)
-            .map_err(|e| format!("{name}: {e}")),
-        (n, Target::Mock(_)) if BASELINES.contains(&n) => {
-            Err(format!("{name} needs --backend cuda"))
-        }
+            .map_err(|source| CliError::Backend {
+                what: name.to_string(),
+                source,
+            }),
+        (n, Target::Mock(_)) if BASELINES.contains(&n) => Err(CliError::NeedsCuda(n.into())),
         _ => name
-            .parse::<devpool::StrategySpec>()
+            .parse::<StrategySpec>()
             .map(|spec| spec.build(target.backend()))
-            .map_err(|e| e.to_string()),
+            .map_err(|_| unknown(name)),
     }
+}
+
+fn unknown(name: &str) -> CliError {
+    CliError::UnknownStrategy(devpool_core::excerpt(name, 64).into_owned())
 }
 
 /// The strategies to run: those asked for, or all of them (plus the driver's own
 /// allocators on CUDA).
-pub fn strategies(asked: &[String], args: &BackendArgs) -> Result<Vec<String>, String> {
+pub fn strategies(asked: &[String], args: &BackendArgs) -> Result<Vec<String>> {
     let known: Vec<&str> = devpool::STRATEGIES.iter().map(|s| s.name).collect();
     if asked.is_empty() {
-        let mut v: Vec<String> = devpool::StrategySpec::listed()
-            .map(|s| s.to_string())
-            .collect();
-        if args.backend == "cuda" {
+        let mut v: Vec<String> = StrategySpec::listed().map(|s| s.to_string()).collect();
+        if args.backend == BackendKind::Cuda {
             v.extend(BASELINES.iter().map(|s| s.to_string()));
         }
         return Ok(v);
     }
     for a in asked {
         if !known.contains(&a.as_str()) && !BASELINES.contains(&a.as_str()) {
-            return Err(format!(
-                "unknown strategy '{}': see `devpool strategies`",
-                devpool_core::excerpt(a, 64)
-            ));
+            return Err(unknown(a));
         }
     }
     Ok(asked.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_names_and_devices_are_typed_errors() {
+        let mock = BackendArgs {
+            backend: BackendKind::Mock,
+            device: 0,
+        };
+        let target = fresh_backend(&mock).unwrap();
+        assert!(matches!(
+            build("best-fit-please", &target),
+            Err(CliError::UnknownStrategy(n)) if n == "best-fit-please"
+        ));
+        assert!(matches!(
+            build(BASELINES[0], &target),
+            Err(CliError::NeedsCuda(_))
+        ));
+        assert!(matches!(
+            strategies(&["x".repeat(1000)], &mock),
+            Err(CliError::UnknownStrategy(n)) if n.len() < 100
+        ));
+        let second = BackendArgs { device: 1, ..mock };
+        assert!(matches!(
+            fresh_backend(&second),
+            Err(CliError::MockDevice(1))
+        ));
+    }
 }

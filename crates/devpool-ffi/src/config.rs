@@ -61,7 +61,7 @@ pub enum ConfigError {
     NotASize {
         /// The key.
         key: String,
-        /// The value, cut to 64 characters.
+        /// The value, cut to 64 bytes.
         value: String,
     },
     /// `small_max` or `huge_min` with a strategy that is not a hybrid.
@@ -96,9 +96,9 @@ fn hybrid_names() -> String {
     names.join(", ")
 }
 
-/// At most 64 characters of a value echoed back in a message.
+/// At most 64 bytes of a value echoed back in a message.
 fn cut(value: &str) -> String {
-    value.chars().take(64).collect()
+    devpool_core::excerpt(value, 64).into_owned()
 }
 
 /// The settings every device's allocator is built from.

@@ -39,7 +39,7 @@ impl BackendKind {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unknown backend `{name}` (mock or cuda)")]
 pub struct UnknownBackend {
-    /// The name asked for, cut to 64 characters.
+    /// The name asked for, cut to 64 bytes.
     pub name: String,
 }
 
@@ -51,7 +51,7 @@ impl FromStr for BackendKind {
             .into_iter()
             .find(|k| k.name() == name)
             .ok_or_else(|| UnknownBackend {
-                name: crate::spec::cut(name),
+                name: devpool_core::excerpt(name, 64).into_owned(),
             })
     }
 }

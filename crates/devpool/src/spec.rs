@@ -205,7 +205,7 @@ pub const STRATEGIES: &[Strategy] = &[
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unknown strategy `{name}` (known: {})", known_names())]
 pub struct UnknownStrategy {
-    /// The name asked for, cut to 64 characters.
+    /// The name asked for, cut to 64 bytes.
     pub name: String,
 }
 
@@ -286,13 +286,10 @@ impl FromStr for StrategySpec {
             .iter()
             .find(|s| s.name == name)
             .map(Strategy::spec)
-            .ok_or_else(|| UnknownStrategy { name: cut(name) })
+            .ok_or_else(|| UnknownStrategy {
+                name: devpool_core::excerpt(name, 64).into_owned(),
+            })
     }
-}
-
-/// At most 64 characters of a name echoed back in a message.
-pub(crate) fn cut(name: &str) -> String {
-    name.chars().take(64).collect()
 }
 
 impl fmt::Display for StrategySpec {
