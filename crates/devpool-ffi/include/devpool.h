@@ -72,11 +72,14 @@ void devpool_free(void *ptr, size_t size, int device, cudaStream_t stream);
 /*
  * Apply a configuration string over the current settings, before the first
  * allocation. Keys (separated by ';'):
- *   strategy=hybrid|hybrid-inference|hybrid-buddy|slab|buddy-region|
- *            buddy-virtual|tlsf-region|tlsf-virtual|arena|direct  (hybrid)
+ *   strategy=hybrid|hybrid-inference|hybrid-buddy|slab|fixed|buddy-region|
+ *            buddy-virtual|buddy|tlsf-region|tlsf-virtual|tlsf|arena|ring|
+ *            direct  (hybrid; `devpool strategies` lists them)
  *   backend=cuda|mock          (cuda; mock is a CPU stand-in for tests)
- *   small_max=<bytes>          hybrid: largest request for the slab (1M)
+ *   small_max=<bytes>          hybrid: largest request for the slab
+ *                              (64K; 1M for hybrid-buddy)
  *   huge_min=<bytes>|off       hybrid: requests from here get own regions
+ *                              (off; 1G for hybrid-inference)
  *   mock_capacity=<bytes>      mock: memory per device (141G)
  *   log=off|once|all           misuse messages on stderr (once)
  * Sizes take K, M, G, T suffixes. Example: "strategy=hybrid;backend=cuda".

@@ -2,11 +2,11 @@
 //!
 //! A router that sends each request to the strategy that suits its size:
 //!
-//! | route | sizes (training preset) | strategy |
+//! | route | sizes | strategy |
 //! |---|---|---|
-//! | small | up to 64 KiB | [`devpool_slab`]: size classes, O(1), per-thread caches; its slabs are blocks of the large route (`slabs_from_large`), so both share pages |
-//! | large | above 64 KiB | a virtual-memory strategy: TLSF best fit ([`devpool_tlsf`]) or buddy ([`devpool_buddy`]), pages mapped only for bytes in use |
-//! | huge | from the `huge_min` threshold (off in the presets) | one backend region per block ([`devpool_core::DirectPool`]) |
+//! | small | up to `small_max`: 64 KiB in the `training` and `inference` presets, 1 MiB in `with_buddy` | [`devpool_slab`]: size classes, O(1), per-thread caches; its slabs are blocks of the large route (`slabs_from_large`), so both share pages |
+//! | large | above `small_max` | a virtual-memory strategy: TLSF best fit ([`devpool_tlsf`]) or buddy ([`devpool_buddy`]), pages mapped only for bytes in use |
+//! | huge | from `huge_min`: 1 GiB in the `inference` preset, off (never) in `training` and `with_buddy` | one backend region per block ([`devpool_core::DirectPool`]) |
 //!
 //! Routing is one or two compares on the request size; a block remembers its route
 //! in the top two bits of its handle, so a free goes straight back to the strategy
