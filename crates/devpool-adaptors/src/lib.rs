@@ -63,7 +63,7 @@ mod tracking;
 pub use guarded::{Guarded, DEFAULT_GUARD, GUARD_PATTERN};
 pub use leak::{Leak, LeakReport};
 pub use limit::Limit;
-pub use logging::{format_row, Action, Logging, LOG_HEADER};
+pub use logging::Logging;
 pub use oom_retry::{OomCallback, OomRetry, DEFAULT_MAX_ATTEMPTS};
 pub use statistics::{size_bucket, Counter, Statistics, StatisticsSnapshot, HISTOGRAM_BUCKETS};
 pub use tracking::{LeakCallback, Tracking};

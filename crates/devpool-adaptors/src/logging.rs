@@ -1,97 +1,23 @@
 //! [`Logging`]: every allocation and free as a row of RAPIDS RMM's logging CSV.
 
 use devpool_core::{Allocator, Block, DevicePtr, Request, Result, StreamId};
+use devpool_trace::{write_rmm_row, Action, TraceEvent, RMM_CSV_HEADER};
 use parking_lot::Mutex;
 use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The first line of every log, as RMM writes it.
-pub const LOG_HEADER: &str = "Thread,Time,Action,Pointer,Size,Stream";
-
-/// What a row records.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// A block was handed out.
-    Allocate,
-    /// A block was given back.
-    Free,
-    /// An allocation failed (the pointer is written as `0x0`).
-    AllocateFailure,
-}
-
-impl Action {
-    /// The word in the `Action` column.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Allocate => "allocate",
-            Action::Free => "free",
-            Action::AllocateFailure => "allocate failure",
-        }
-    }
-}
-
-/// One row, without its line break: `thread,HH:MM:SS.micro,action,0xptr,size,0xstream`.
-/// `since_midnight` is the wall-clock time of day.
-///
-/// ```
-/// use devpool_adaptors::{format_row, Action};
-/// use devpool_core::{DevicePtr, StreamId};
-/// use std::time::Duration;
-/// let t = Duration::from_micros(((12 * 60 + 9) * 60 + 1) * 1_000_000 + 393_955);
-/// let row = format_row(0, t, Action::Allocate, DevicePtr(0x7f701be00000), 37632, StreamId(0));
-/// assert_eq!(row, "0,12:09:01.393955,allocate,0x7f701be00000,37632,0x0");
-/// ```
-pub fn format_row(
-    thread: u64,
-    since_midnight: std::time::Duration,
-    action: Action,
-    ptr: DevicePtr,
-    size: usize,
-    stream: StreamId,
-) -> String {
-    let mut v = Vec::with_capacity(64);
-    write_row(&mut v, thread, since_midnight, action, ptr, size, stream)
-        .expect("writing to a Vec cannot fail");
-    v.pop(); // the line break
-    String::from_utf8(v).expect("rows are ASCII")
-}
-
-/// Write one row and its line break to `w`, with no intermediate string.
-fn write_row(
-    w: &mut impl Write,
-    thread: u64,
-    since_midnight: std::time::Duration,
-    action: Action,
-    ptr: DevicePtr,
-    size: usize,
-    stream: StreamId,
-) -> io::Result<()> {
-    let s = since_midnight.as_secs() % 86_400;
-    writeln!(
-        w,
-        "{thread},{:02}:{:02}:{:02}.{:06},{},{:#x},{size},{:#x}",
-        s / 3600,
-        s / 60 % 60,
-        s % 60,
-        since_midnight.subsec_micros(),
-        action.as_str(),
-        ptr.0,
-        stream.0
-    )
-}
-
-static NEXT_THREAD: AtomicU64 = AtomicU64::new(0);
+static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
 
 thread_local! {
-    static THREAD: Cell<Option<u64>> = const { Cell::new(None) };
+    static THREAD: Cell<Option<u32>> = const { Cell::new(None) };
 }
 
 /// A small number for the calling thread: 0 for the first thread that logs, then 1...
-fn thread_number() -> u64 {
+fn thread_number() -> u32 {
     THREAD.with(|t| {
         t.get().unwrap_or_else(|| {
             let n = NEXT_THREAD.fetch_add(1, Relaxed);
@@ -101,20 +27,22 @@ fn thread_number() -> u64 {
     })
 }
 
-fn time_of_day() -> std::time::Duration {
+/// Microseconds since midnight (UTC).
+fn time_of_day() -> u64 {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
-    std::time::Duration::new(now.as_secs() % 86_400, now.subsec_nanos())
+    (now.as_secs() % 86_400) * 1_000_000 + u64::from(now.subsec_micros())
 }
 
 /// Writes RAPIDS RMM's logging CSV of everything the wrapped allocator does.
 ///
-/// The header is [`LOG_HEADER`]; each row is `Thread,Time,Action,Pointer,Size,Stream`:
+/// The header is [`RMM_CSV_HEADER`]; each row is `Thread,Time,Action,Pointer,Size,Stream`:
 /// a small number per thread, the wall-clock time of day (UTC) as `HH:MM:SS.micro`,
 /// `allocate`, `free` or `allocate failure`, the pointer and stream in hex and the
 /// requested size. This is the format of the bundled traces in `traces/`, so a logged
-/// run can be replayed by the project's trace tools.
+/// run can be replayed by the project's trace tools: rows are written by
+/// [`devpool_trace::write_rmm_row`], next to the reader.
 ///
 /// Rows come in an order a replay can follow: the free of an address is always
 /// written before that address is handed out again. Only accepted frees are written.
@@ -151,7 +79,7 @@ impl<A: Allocator> Logging<A, BufWriter<File>> {
 impl<A: Allocator, W: Write + Send> Logging<A, W> {
     /// Log what `inner` does to `sink`; the header is written at once.
     pub fn new(inner: A, mut sink: W) -> Self {
-        let failed = writeln!(sink, "{LOG_HEADER}").is_err();
+        let failed = writeln!(sink, "{RMM_CSV_HEADER}").is_err();
         Logging {
             name: format!("log({})", inner.name()),
             inner,
@@ -186,8 +114,15 @@ impl<A: Allocator, W: Write + Send> Logging<A, W> {
     }
 
     fn write(&self, sink: &mut W, action: Action, ptr: DevicePtr, size: usize, s: StreamId) {
-        let row = write_row(sink, thread_number(), time_of_day(), action, ptr, size, s);
-        if row.is_err() {
+        let event = TraceEvent {
+            thread: thread_number(),
+            time_us: time_of_day(),
+            action,
+            ptr: ptr.0,
+            size,
+            stream: s.0,
+        };
+        if write_rmm_row(sink, &event).is_err() {
             self.write_errors.fetch_add(1, Relaxed);
         }
     }

@@ -129,7 +129,7 @@ impl Tally {
 /// Counts are exact: an allocation is counted once it succeeds, a free once the inner
 /// allocator accepts it, so rejected frees change nothing. Peaks are exact as well
 /// (each is the highest value the current count ever took). The wrapped allocator's
-/// own [`Stats`] are still what [`Allocator::stats`] returns; this adaptor's counters
+/// own [`Stats`](devpool_core::Stats) are still what [`Allocator::stats`] returns; this adaptor's counters
 /// come from [`snapshot`](Statistics::snapshot).
 ///
 /// ```

@@ -2,8 +2,9 @@
 //! follow.
 mod common;
 
-use devpool_adaptors::{Logging, LOG_HEADER};
+use devpool_adaptors::Logging;
 use devpool_core::{direct, Allocator, Block, MockBackend, MockConfig, Request, Rng, StreamId};
+use devpool_trace::RMM_CSV_HEADER;
 use std::collections::HashSet;
 use std::io::{self, Write};
 use std::sync::Arc;
@@ -28,7 +29,7 @@ fn hex(s: &str) -> u64 {
 /// Parse a log as RMM's replay reads it: a header, then six fields a row.
 fn parse(text: &str) -> Vec<Row> {
     let mut lines = text.lines();
-    assert_eq!(lines.next(), Some(LOG_HEADER));
+    assert_eq!(lines.next(), Some(RMM_CSV_HEADER));
     lines
         .map(|l| {
             let f: Vec<&str> = l.split(',').collect();

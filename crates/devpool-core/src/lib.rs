@@ -10,7 +10,7 @@
 //! - Types ([`DevicePtr`], [`Request`], [`Block`]...), [`Error`]s and [`Stats`].
 //! - [`direct`]: the yardstick that sends every request to the backend.
 //! - [`DeviceBuffer`]: an owning, typed handle to device memory.
-//! - [`testing`] (feature `testing`): the conformance suite every strategy runs.
+//! - `testing` (feature `testing`): the conformance suite every strategy runs.
 //!
 //! ```
 //! use devpool_core::{direct, Allocator, MockBackend, Request};

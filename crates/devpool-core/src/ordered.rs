@@ -48,7 +48,7 @@ struct PendingQueue {
 type Factory<P> = Box<dyn Fn(StreamId) -> P + Send + Sync>;
 
 /// An [`Allocator`] made of one [`Pool`] per stream, with cross-stream frees guarded by
-/// events. See the [module docs](self).
+/// events (the design is in docs/DESIGN.md, "Why one pool per stream").
 ///
 /// ```
 /// use devpool_core::{Allocator, DirectPool, MockBackend, MockConfig, Request, StreamId, StreamOrdered};

@@ -109,7 +109,7 @@ pub struct Shape {
     pub span: u64,
 }
 
-/// The placement state of one ring. See the [module docs](self).
+/// The placement state of one ring (the module docs say how it places).
 ///
 /// ```
 /// use devpool_ring::Placement;

@@ -56,6 +56,15 @@ pub(crate) fn format_time(us: u64, out: &mut impl std::fmt::Write) -> std::fmt::
     write!(out, "{h:02}:{m:02}:{s:02}.{:06}", us % 1_000_000)
 }
 
+/// Microseconds since midnight, shown as [`format_time`] writes them.
+pub(crate) struct ClockTime(pub(crate) u64);
+
+impl std::fmt::Display for ClockTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        format_time(self.0, f)
+    }
+}
+
 /// Turns times of day into a clock that keeps growing past midnight: a time more
 /// than twelve hours before the previous one is taken to be on the next day.
 #[derive(Debug, Default)]

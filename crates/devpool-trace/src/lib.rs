@@ -9,7 +9,8 @@
 //! - [`replay`]: drives an allocator with a trace and reports fragmentation (the
 //!   backend's peak of held bytes over the peak of live requested bytes), rounding
 //!   waste, latency, backend calls and a timeline ([`ReplayReport`]).
-//! - [`plot_timelines`]: an SVG of live bytes and each strategy's reserved bytes.
+//! - `plot_timelines` (feature `plot`, off by default): an SVG of live bytes and each
+//!   strategy's reserved bytes.
 //!
 //! ```
 //! use devpool_core::{direct, MockBackend};
@@ -32,6 +33,7 @@ mod error;
 mod event;
 mod hash;
 mod latency;
+#[cfg(feature = "plot")]
 mod plot;
 mod pytorch;
 mod recent;
@@ -44,12 +46,13 @@ mod timeline;
 
 pub use error::TraceError;
 pub use event::{Action, Trace, TraceEvent};
+#[cfg(feature = "plot")]
 pub use plot::plot_timelines;
 pub use pytorch::{read_pytorch_snapshot, read_pytorch_snapshot_device};
 pub use replay::{replay, replay_events, ProgressFn, ReplayOptions};
 pub use report::{
     BackendCallRates, BackendCallsSummary, LatencySummary, OpLatency, ReplayReport, TimelinePoint,
 };
-pub use rmm::{read_rmm_csv, write_rmm_csv, RMM_CSV_HEADER};
+pub use rmm::{read_rmm_csv, write_rmm_csv, write_rmm_row, RMM_CSV_HEADER};
 pub use stream::{open_trace, read_trace, trace_name, TraceReader};
 pub use summary::{TraceSummary, SMALL_REQUEST};

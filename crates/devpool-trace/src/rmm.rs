@@ -7,7 +7,7 @@
 //! 0,12:09:01.398121,free,0x7f701be00000,37632,0x0
 //! ```
 
-use crate::clock::{format_time, parse_time, Unwrapper};
+use crate::clock::{parse_time, ClockTime, Unwrapper};
 use crate::error::TraceError;
 use crate::event::{Action, Trace, TraceEvent};
 use std::io::{BufRead, BufWriter, Write};
@@ -215,17 +215,34 @@ fn parse_thread(s: &str) -> Option<u32> {
 pub fn write_rmm_csv(trace: &Trace, w: impl Write) -> std::io::Result<()> {
     let mut w = BufWriter::with_capacity(1 << 16, w);
     writeln!(w, "{RMM_CSV_HEADER}")?;
-    let mut time = String::with_capacity(24);
     for e in &trace.events {
-        time.clear();
-        format_time(e.time_us, &mut time).map_err(std::io::Error::other)?;
-        writeln!(
-            w,
-            "{},{},{},{:#x},{},{:#x}",
-            e.thread, time, e.action, e.ptr, e.size, e.stream
-        )?;
+        write_rmm_row(&mut w, e)?;
     }
     w.flush()
+}
+
+/// Write one event as a row of RMM's CSV log, line break included:
+/// `thread,HH:MM:SS.micro,action,0xptr,size,0xstream`. What a log of these rows
+/// under [`RMM_CSV_HEADER`] holds, [`read_rmm_csv`] reads.
+///
+/// ```
+/// use devpool_trace::{write_rmm_row, TraceEvent};
+/// let t = ((12 * 60 + 9) * 60 + 1) * 1_000_000 + 393_955;
+/// let mut row = Vec::new();
+/// write_rmm_row(&mut row, &TraceEvent::allocate(0x7f701be00000, 37632).at(t)).unwrap();
+/// assert_eq!(row, b"0,12:09:01.393955,allocate,0x7f701be00000,37632,0x0\n");
+/// ```
+pub fn write_rmm_row(w: &mut impl Write, e: &TraceEvent) -> std::io::Result<()> {
+    writeln!(
+        w,
+        "{},{},{},{:#x},{},{:#x}",
+        e.thread,
+        ClockTime(e.time_us),
+        e.action,
+        e.ptr,
+        e.size,
+        e.stream
+    )
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use crate::config::VmConfig;
 /// Unmaps of the policy per 1000 operations above which unmapping counts as churn.
 pub(crate) const CHURN_CALLS: u64 = 8;
 
-/// The state of the cache bound. See the [module docs](self).
+/// The state of the cache bound (the module docs give the bound).
 ///
 /// ```
 /// use devpool_vm::{CachePolicy, VmConfig};
@@ -168,7 +168,7 @@ impl CachePolicy {
     }
 
     /// The pool takes `bytes` more from the backend to grow. When the policy has been
-    /// giving back often in this window (more than [`CHURN_CALLS`] times per 1000
+    /// giving back often in this window (more than `CHURN_CALLS` times per 1000
     /// operations), what it gave back went too early: the bound widens by twice as
     /// much, up to a quarter of the peak.
     pub fn on_growth(&mut self, bytes: u64) {
