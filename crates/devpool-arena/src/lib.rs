@@ -47,6 +47,7 @@
 #![warn(missing_docs)]
 
 mod arena;
+mod bump;
 mod chunks;
 mod config;
 mod fence;

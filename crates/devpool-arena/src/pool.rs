@@ -87,7 +87,8 @@ pub struct ArenaPool {
     cfg: ArenaConfig,
     device: DeviceId,
     granularity: u64,
-    cursor: AtomicU64,
+    /// The bump cursor (loom's atomic under the model, see `bump`).
+    cursor: crate::bump::AtomicU64,
     ledger: AtomicU64,
     epoch: AtomicU64,
     /// The last block was freed but a fence held the rewind back: the next allocation
@@ -109,7 +110,7 @@ impl ArenaPool {
             device: backend.device(),
             granularity: (backend.granularity() as u64).max(MIN_ALIGN as u64),
             backend,
-            cursor: AtomicU64::new(word::cursor(FIRST_EPOCH, NO_SLOT, 0)),
+            cursor: crate::bump::AtomicU64::new(word::cursor(FIRST_EPOCH, NO_SLOT, 0)),
             ledger: AtomicU64::new(word::ledger(FIRST_EPOCH, 0, 0)),
             epoch: AtomicU64::new(FIRST_EPOCH),
             rewind_due: AtomicBool::new(false),

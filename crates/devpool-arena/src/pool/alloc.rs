@@ -61,26 +61,7 @@ impl ArenaPool {
     /// Bump in the current chunk: the address and the short epoch of the bump.
     #[inline]
     fn bump(&self, size: u64, align: u64) -> Option<(u64, u64)> {
-        let mut c = self.cursor.load(Acquire);
-        loop {
-            let (e, slot, off) = word::split_cursor(c);
-            if slot == NO_SLOT {
-                return None;
-            }
-            let (base, cap) = self.descs[slot].get();
-            let start = (base + off).next_multiple_of(align) - base;
-            let end = start + size;
-            if end > cap {
-                return None;
-            }
-            match self
-                .cursor
-                .compare_exchange_weak(c, word::cursor(e, slot, end), AcqRel, Acquire)
-            {
-                Ok(_) => return Some((base + start, e)),
-                Err(now) => c = now,
-            }
-        }
+        crate::bump::bump(&self.cursor, |slot| self.descs[slot].get(), size, align)
     }
 
     /// Count a block bumped in `epoch` in the ledger, record it and hand it out;
