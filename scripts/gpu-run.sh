@@ -34,9 +34,11 @@ work = ["pair 4 KiB", "pair 1 MiB", "pair 64 MiB", "random op"]
 print("%-16s" % "ns/op" + "".join("%13s" % w for w in work) + "   M pairs/s at 1/4/16 threads")
 for n in names:
     get = lambda w, t=1: next((r for r in rows if r["strategy"] == n and r["workload"] == w and r["threads"] == t), None)
-    cells = ["%13.1f" % get(w)["ns_per_op"] if get(w) else "%13s" % "-" for w in work]
+    # ns_per_op and ops_per_sec are null when no operation completed.
+    fig = lambda r, k, scale, prec: "-" if r is None else "failed" if r[k] is None else "%.*f%s" % (prec, r[k] / scale, "*" if r["failures"] else "")
+    cells = ["%13s" % fig(get(w), "ns_per_op", 1, 1) for w in work]
     thr = [get("pair 64 KiB, own stream per thread", t) for t in (1, 4, 16)]
-    print("%-16s" % n + "".join(cells) + "   " + " / ".join("%.2f" % (r["ops_per_sec"] / 1e6) if r else "-" for r in thr))
+    print("%-16s" % n + "".join(cells) + "   " + " / ".join(fig(r, "ops_per_sec", 1e6, 2) for r in thr))
 PY
 fi
 if has compare; then
