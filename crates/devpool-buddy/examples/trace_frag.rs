@@ -1,7 +1,7 @@
 //! Fragmentation of the buddy allocator on the bundled real traces.
 //!
-//! Replays each trace in traces/ (gzip CSV in RMM's log format) through the buddy
-//! allocator on a fresh mock device per run, and prints the peak device bytes held
+//! Replays each trace in traces/ (read and replayed by devpool-trace) through the
+//! buddy allocator on a fresh mock device per run, and prints the peak device bytes held
 //! from the backend over the peak live requested bytes (1.000 is the floor), with the
 //! backend's map, unmap and region calls per 1000 operations (map and unmap also over
 //! the second half of the trace alone, once warm), for the default settings and a few
@@ -12,62 +12,10 @@
 //! ```
 
 use devpool_buddy::{buddy, BuddyConfig, VmConfig};
-use devpool_core::{Allocator, Backend, Block, MockBackend, Request, StreamId};
-use flate2::read::GzDecoder;
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
+use devpool_core::{Backend, BackendCounters, MockBackend};
+use devpool_trace::{read_trace, replay_events, ReplayOptions, Trace};
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
-
-/// One row of a trace.
-enum Op {
-    Alloc { ptr: u64, size: usize, stream: u64 },
-    Free { ptr: u64 },
-}
-
-fn hex(s: &str) -> Option<u64> {
-    u64::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok()
-}
-
-/// Read a gzip RMM CSV log: `Thread,Time,Action,Pointer,Size,Stream`.
-fn read_trace(path: &Path) -> std::io::Result<Vec<Op>> {
-    let file = std::fs::File::open(path)?;
-    let mut ops = Vec::new();
-    for line in BufReader::new(GzDecoder::new(file)).lines().skip(1) {
-        let line = line?;
-        let f: Vec<&str> = line.split(',').collect();
-        if f.len() < 6 {
-            continue;
-        }
-        let (Some(ptr), Ok(size), Some(stream)) = (hex(f[3]), f[4].trim().parse(), hex(f[5]))
-        else {
-            continue;
-        };
-        match f[2].trim() {
-            "allocate" => ops.push(Op::Alloc { ptr, size, stream }),
-            "free" => ops.push(Op::Free { ptr }),
-            _ => {} // "allocate failure": nothing was handed out
-        }
-    }
-    Ok(ops)
-}
-
-/// Peak of live requested bytes over the trace.
-fn peak_live(ops: &[Op]) -> u64 {
-    let (mut live, mut peak) = (0u64, 0u64);
-    let mut sizes = HashMap::new();
-    for op in ops {
-        match *op {
-            Op::Alloc { ptr, size, .. } => {
-                sizes.insert(ptr, size as u64);
-                live += size as u64;
-                peak = peak.max(live);
-            }
-            Op::Free { ptr } => live -= sizes.remove(&ptr).unwrap_or(0),
-        }
-    }
-    peak
-}
 
 struct Outcome {
     warm_map: f64,
@@ -81,47 +29,41 @@ struct Outcome {
     failed: u64,
 }
 
-fn replay(ops: &[Op], cfg: BuddyConfig) -> Outcome {
+/// Replay `trace` through a buddy allocator on a fresh mock; the backend's counters
+/// are also taken when the second half of the trace begins.
+fn replay(trace: &Trace, cfg: BuddyConfig) -> Outcome {
     let mock = MockBackend::shared();
     let alloc = buddy(mock.clone(), cfg);
-    let mut live: HashMap<u64, Block> = HashMap::new();
-    let mut failed = 0;
-    let t = Instant::now();
-    let mut half = None;
-    for (k, op) in ops.iter().enumerate() {
-        if k == ops.len() / 2 {
-            half = Some(mock.counters());
+    let n = trace.events.len();
+    let half: Cell<Option<BackendCounters>> = Cell::new(None);
+    let events = trace.events.iter().enumerate().map(|(k, e)| {
+        if k == n / 2 {
+            half.set(Some(mock.counters()));
         }
-        match *op {
-            Op::Alloc { ptr, size, stream } => {
-                match alloc.allocate(Request::new(size).on_stream(StreamId(stream))) {
-                    Ok(b) => {
-                        live.insert(ptr, b);
-                    }
-                    Err(_) => failed += 1,
-                }
-            }
-            Op::Free { ptr } => {
-                if let Some(b) = live.remove(&ptr) {
-                    alloc.free(b).expect("free of a live block");
-                }
-            }
-        }
-    }
-    let ns_per_op = t.elapsed().as_nanos() as f64 / ops.len().max(1) as f64;
+        Ok::<_, std::convert::Infallible>(*e)
+    });
+    let opts = ReplayOptions {
+        timeline_points: 0,
+        measure_latency: false,
+        progress: None,
+    };
+    let r = match replay_events(&trace.name, events, &alloc, &opts) {
+        Ok(r) => r,
+        Err(never) => match never {},
+    };
     let c = mock.counters();
-    let h = half.unwrap_or(c);
-    let second = (ops.len() - ops.len() / 2).max(1) as f64;
+    let h = half.get().unwrap_or(c);
+    let second = (n - n / 2).max(1) as f64;
     Outcome {
         warm_map: (c.map_calls - h.map_calls) as f64 * 1000.0 / second,
         warm_unmap: (c.unmap_calls - h.unmap_calls) as f64 * 1000.0 / second,
-        peak_device: c.bytes_in_use.peak,
+        peak_device: r.peak_reserved_bytes,
         map_calls: c.map_calls,
         unmap_calls: c.unmap_calls,
         region_calls: c.region_allocs + c.region_frees,
-        ops: ops.len() as u64,
-        ns_per_op,
-        failed,
+        ops: n as u64,
+        ns_per_op: r.wall_ms * 1e6 / n.max(1) as f64,
+        failed: r.failed_allocations,
     }
 }
 
@@ -183,17 +125,17 @@ fn main() {
     println!("(* in the second half of the trace only, once warm; ratio: peak device bytes over peak live bytes)");
     for name in ["resnet50_train", "gpt2_train_varlen"] {
         let path = dir.join(format!("{name}.csv.gz"));
-        let ops = match read_trace(&path) {
-            Ok(ops) => ops,
+        let trace = match read_trace(&path) {
+            Ok(t) => t,
             Err(e) => {
-                eprintln!("{}: {e}", path.display());
+                eprintln!("{e}");
                 continue;
             }
         };
-        let peak = peak_live(&ops);
+        let peak = trace.peak_live_bytes();
         println!("{name:<20} {:<30} {:>10}", "(peak live bytes)", peak);
         for (label, cfg) in &runs {
-            let o = replay(&ops, cfg.clone());
+            let o = replay(&trace, cfg.clone());
             let per_k = |x: u64| x as f64 * 1000.0 / o.ops as f64;
             println!(
                 "{:<20} {:<30} {:>10} {:>8.3} {:>9.2} {:>11.2} {:>9.2} {:>11.2} {:>12.2} {:>8.0}{}",

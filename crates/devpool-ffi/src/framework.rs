@@ -102,7 +102,7 @@ pub(crate) fn device_stats(device: c_int) -> Result<DevpoolDeviceStats, registry
     let Some(dev) = registry::existing(ordinal) else {
         return Ok(s);
     };
-    let live = dev.live.snapshot();
+    let live = dev.live();
     let c = dev.alloc().backend().counters();
     s.requested_bytes = live.requested_bytes;
     s.allocated_bytes = live.allocated_bytes;
@@ -134,7 +134,7 @@ pub extern "C" fn devpool_reset_peak_stats(device: c_int) -> c_int {
         || match registry::ordinal(device) {
             Ok(d) => {
                 if let Some(dev) = registry::existing(d) {
-                    dev.live.reset_peaks();
+                    dev.allocator.reset_peaks();
                     dev.alloc().backend().reset_peak_bytes();
                 }
                 DEVPOOL_OK

@@ -21,7 +21,6 @@ pub(crate) fn malloc(size: usize, device: c_int, stream: StreamId) -> u64 {
     };
     match dev.alloc().allocate(Request::new(size).on_stream(stream)) {
         Ok(block) => {
-            dev.live.on_alloc(block.requested, block.size);
             if let Some(old) = dev.table.insert(block) {
                 fail(
                     Kind::Backend,
@@ -34,7 +33,6 @@ pub(crate) fn malloc(size: usize, device: c_int, stream: StreamId) -> u64 {
             block.ptr.0
         }
         Err(e) => {
-            dev.live.on_failure();
             let kind = if e.is_oom() {
                 Kind::OutOfMemory
             } else {
@@ -91,10 +89,7 @@ pub(crate) fn free(addr: u64, size: Option<usize>, device: c_int, stream: Stream
 #[inline]
 fn give_back(dev: &Device, block: Block, stream: StreamId, call: &str) -> bool {
     match dev.alloc().deallocate(block, stream) {
-        Ok(()) => {
-            dev.live.on_free(block.requested, block.size);
-            true
-        }
+        Ok(()) => true,
         Err(e) => {
             dev.table.insert(block);
             fail(

@@ -7,10 +7,10 @@
 //! answers [`DEVPOOL_ERR_TOO_LATE`](crate::DEVPOOL_ERR_TOO_LATE).
 
 use crate::config::{Config, ConfigError};
-use crate::counters::LiveCounters;
 use crate::report::{fail, set_log_mode, Kind};
 use crate::table::PtrTable;
 use devpool::BackendKind;
+use devpool_adaptors::Statistics;
 use devpool_core::{Allocator, Backend, BackendError, MockBackend, MockConfig};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -89,19 +89,23 @@ pub(crate) struct Misuse {
 /// One device's allocator and its table of live blocks.
 pub(crate) struct Device {
     pub(crate) ordinal: u32,
-    pub(crate) allocator: Box<dyn Allocator>,
+    /// The strategy, behind the adaptor that counts what the C ABI hands out.
+    pub(crate) allocator: Statistics<Box<dyn Allocator>>,
     pub(crate) table: PtrTable,
     pub(crate) misuse: Misuse,
-    /// What the C ABI handed out, counted at its boundary.
-    pub(crate) live: LiveCounters,
     pub(crate) config: Config,
 }
 
 impl Device {
+    /// What the C ABI handed out on this device, counted at its boundary.
+    pub(crate) fn live(&self) -> crate::counters::LiveSnapshot {
+        crate::counters::LiveSnapshot::of(&self.allocator.snapshot())
+    }
+
     /// The allocator.
     #[inline]
     pub(crate) fn alloc(&self) -> &dyn Allocator {
-        self.allocator.as_ref()
+        &self.allocator
     }
 }
 
@@ -173,10 +177,9 @@ fn make(ordinal: usize) -> Result<&'static Device, DeviceError> {
     let backend = make_backend(&cfg, ordinal)?;
     let dev = Device {
         ordinal: ordinal as u32,
-        allocator: cfg.spec().build(backend),
+        allocator: Statistics::new(cfg.spec().build(backend)),
         table: PtrTable::new(),
         misuse: Misuse::default(),
-        live: LiveCounters::default(),
         config: cfg,
     };
     s.frozen = true;

@@ -83,7 +83,7 @@ fn of_device(dev: &Device) -> Value {
             "size_mismatch": dev.misuse.size_mismatch.load(Relaxed),
         },
         "panics": crate::guard::panics(),
-        "c_abi": dev.live.snapshot(),
+        "c_abi": dev.live(),
         "routes": routes,
     })
 }

@@ -1,7 +1,6 @@
 //! Fragmentation of the TLSF allocator on the bundled traces in traces/.
 //!
-//! Replays each trace (gzip RMM CSV: `Thread,Time,Action,Pointer,Size,Stream`) on a
-//! fresh mock backend and reports the peak of device bytes the backend handed out
+//! Replays each trace (read and replayed by devpool-trace) on a fresh mock backend and reports the peak of device bytes the backend handed out
 //! over the peak of live requested bytes, the map/unmap calls per 1000 operations
 //! (over the whole trace, and over its second half, past the warm-up), and the TLSF
 //! allocator's own backend calls (reserves, maps, unmaps, regions), in two set-ups:
@@ -23,42 +22,52 @@
 //! Options: `--mode virtual|region`, `--batch PAGES`, `--floor-mib MIB`,
 //! `--fraction F`, `--window OPS`, and trace paths (default: both bundled traces).
 
-use devpool_core::{direct, Allocator, Backend, Block, MockBackend, Request, StreamId};
-use devpool_tlsf::{tlsf, Mode, TlsfConfig};
-use flate2::read::GzDecoder;
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
+use devpool_core::{
+    direct, forward_allocator, Allocator, Backend, Block, DirectPool, MockBackend, Request, Result,
+    Stats, StreamId, StreamOrdered,
+};
+use devpool_tlsf::{tlsf, Mode, TlsfConfig, TlsfPool};
+use devpool_trace::{read_trace, replay_events, ReplayOptions, Trace};
+use std::cell::Cell;
 
-/// One row of a trace.
-#[derive(Clone, Copy)]
-enum Ev {
-    Alloc { ptr: u64, size: usize, stream: u64 },
-    Free { ptr: u64 },
+/// Requests of at most `small` bytes to the direct allocator, larger ones to TLSF;
+/// a block goes back by its requested size.
+struct Split {
+    small: usize,
+    little: StreamOrdered<DirectPool>,
+    large: StreamOrdered<TlsfPool>,
 }
 
-fn read_trace(path: &str) -> Result<Vec<Ev>, Box<dyn std::error::Error>> {
-    let file = std::fs::File::open(path)?;
-    let reader: Box<dyn BufRead> = if path.ends_with(".gz") {
-        Box::new(BufReader::new(GzDecoder::new(file)))
-    } else {
-        Box::new(BufReader::new(file))
-    };
-    let hex = |s: &str| u64::from_str_radix(s.trim().trim_start_matches("0x"), 16);
-    let mut out = Vec::new();
-    for line in reader.lines().skip(1) {
-        let line = line?;
-        let f: Vec<&str> = line.split(',').collect();
-        if f.len() < 6 {
-            continue;
-        }
-        let (ptr, size, stream) = (hex(f[3])?, f[4].trim().parse::<usize>()?, hex(f[5])?);
-        match f[2].trim() {
-            "allocate" => out.push(Ev::Alloc { ptr, size, stream }),
-            "free" => out.push(Ev::Free { ptr }),
-            _ => {}
+impl Split {
+    fn of(&self, size: usize) -> &dyn Allocator {
+        if size <= self.small {
+            &self.little
+        } else {
+            &self.large
         }
     }
-    Ok(out)
+}
+
+impl Allocator for Split {
+    forward_allocator!(|s| &s.large; name, backend);
+
+    fn allocate(&self, req: Request) -> Result<Block> {
+        self.of(req.size).allocate(req)
+    }
+    fn deallocate(&self, block: Block, stream: StreamId) -> Result<()> {
+        self.of(block.requested).deallocate(block, stream)
+    }
+    fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
+        self.of(block.requested).record_stream(block, stream)
+    }
+    fn stats(&self) -> Stats {
+        let mut s = self.little.stats();
+        s.merge(&self.large.stats());
+        s
+    }
+    fn trim(&self) -> Result<usize> {
+        Ok(self.little.trim()? + self.large.trim()?)
+    }
 }
 
 struct Outcome {
@@ -75,57 +84,44 @@ struct Outcome {
     failures: u64,
 }
 
-/// Replay `events`, sending requests of at most `small` bytes to the direct allocator.
-fn replay(events: &[Ev], cfg: &TlsfConfig, small: usize) -> Outcome {
+/// Replay `trace`, sending requests of at most `small` bytes to the direct allocator.
+fn replay(trace: &Trace, cfg: &TlsfConfig, small: usize) -> Outcome {
     let mock = MockBackend::shared();
-    let large = tlsf(mock.clone(), cfg.clone());
-    let little = direct(mock.clone());
-    let mut live: HashMap<u64, (Block, bool)> = HashMap::new();
-    let (mut live_bytes, mut peak_live, mut ops, mut failures) = (0u64, 0u64, 0u64, 0u64);
-    let mut half = None;
-    for (k, ev) in events.iter().enumerate() {
-        if k == events.len() / 2 {
+    let split = Split {
+        small,
+        little: direct(mock.clone()),
+        large: tlsf(mock.clone(), cfg.clone()),
+    };
+    let n = trace.events.len();
+    let half = Cell::new(0u64);
+    let events = trace.events.iter().enumerate().map(|(k, e)| {
+        if k == n / 2 {
             let c = mock.counters();
-            half = Some((c.map_calls + c.unmap_calls, ops));
+            half.set(c.map_calls + c.unmap_calls);
         }
-        match *ev {
-            Ev::Alloc { ptr, size, stream } => {
-                let is_small = size <= small;
-                let a: &dyn Allocator = if is_small { &little } else { &large };
-                match a.allocate(Request::new(size).on_stream(StreamId(stream))) {
-                    Ok(b) => {
-                        live.insert(ptr, (b, is_small));
-                        live_bytes += size as u64;
-                        peak_live = peak_live.max(live_bytes);
-                        ops += 1;
-                    }
-                    Err(_) => failures += 1,
-                }
-            }
-            Ev::Free { ptr } => {
-                if let Some((b, is_small)) = live.remove(&ptr) {
-                    let a: &dyn Allocator = if is_small { &little } else { &large };
-                    if a.free(b).is_err() {
-                        failures += 1;
-                    }
-                    live_bytes -= b.requested as u64;
-                    ops += 1;
-                }
-            }
-        }
-    }
+        Ok::<_, std::convert::Infallible>(*e)
+    });
+    let opts = ReplayOptions {
+        timeline_points: 0,
+        measure_latency: false,
+        progress: None,
+    };
+    let r = match replay_events(&trace.name, events, &split, &opts) {
+        Ok(r) => r,
+        Err(never) => match never {},
+    };
     let c = mock.counters();
-    let (half_calls, half_ops) = half.unwrap_or((0, 0));
+    let ops = r.allocations + r.frees;
     Outcome {
-        late_calls: c.map_calls + c.unmap_calls - half_calls,
-        late_ops: ops - half_ops,
-        tlsf_calls: large.stats().backend_calls,
-        peak_live,
-        peak_held: c.bytes_in_use.peak,
+        late_calls: c.map_calls + c.unmap_calls - half.get(),
+        late_ops: (n - n / 2) as u64,
+        tlsf_calls: split.large.stats().backend_calls,
+        peak_live: r.peak_live_bytes,
+        peak_held: r.peak_reserved_bytes,
         ops,
         map_calls: c.map_calls,
         unmap_calls: c.unmap_calls,
-        failures,
+        failures: r.failed_allocations + r.free_errors,
     }
 }
 
@@ -181,12 +177,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "tlsf calls"
     );
     for path in &paths {
-        let events = read_trace(path)?;
+        let trace = read_trace(std::path::Path::new(path))?;
         let name = std::path::Path::new(path)
             .file_name()
             .map_or(path.clone(), |n| n.to_string_lossy().into_owned());
         for (label, small) in [("tlsf", 0usize), ("tlsf >1MiB", 1 << 20)] {
-            let o = replay(&events, &cfg, small);
+            let o = replay(&trace, &cfg, small);
             let per_k = |n: u64| n as f64 * 1000.0 / o.ops.max(1) as f64;
             println!(
                 "{:<26} {:<11} {:>8} {:>14} {:>14} {:>7.4} {:>8.2} {:>9.2} {:>11.2} {:>10}{}",

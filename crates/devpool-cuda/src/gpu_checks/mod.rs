@@ -23,7 +23,6 @@
 //! alive, since the allocator's per-stream pools may still refer to them.
 
 mod overlap;
-mod rng;
 mod stream_order;
 
 pub use overlap::{check_no_overlap, OverlapCheck, OverlapReport};

@@ -1,6 +1,6 @@
 //! No two live blocks overlap: checked on addresses, then on the device's bytes.
 
-use super::rng::Rng;
+use devpool_core::Rng;
 use devpool_core::{Allocator, Backend, Block, Error, Request, Result, StreamId, MIN_ALIGN};
 
 /// Settings of the overlap check; [`OverlapCheck::new`] gives the defaults.
