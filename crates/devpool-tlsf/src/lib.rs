@@ -33,10 +33,10 @@
 //! - [`TlsfPool::detail`]: free blocks, largest free block, the page layer's pages
 //!   and calls, host bookkeeping bytes.
 //!
-//! On the bundled traces in traces/ (example `trace_frag`), the backend's peak of
-//! held bytes over the peak of live bytes is 1.013 (resnet50_train) and 1.006
-//! (gpt2_train_varlen) with requests up to 1 MiB served elsewhere at their exact
-//! size, against 1.017 and 1.027 for PyTorch's expandable segments.
+//! On the bundled training traces in traces/, `tlsf-virtual` holds 1.008
+//! (resnet50_train) and 1.003 (gpt2_train_varlen) times the peak of live bytes,
+//! against 1.017 and 1.027 for PyTorch's expandable segments (`devpool compare`;
+//! docs/BENCHMARKS.md).
 //!
 //! ```
 //! use devpool_core::{Allocator, Backend, MockBackend, Request};

@@ -266,7 +266,12 @@ impl PageLayer {
         match self.checked(r, lo, hi) {
             Ok(rg) => {
                 let (a, b) = rg.touched(self.shift, lo, hi);
-                (b - a) - rg.mapped.count(a, b) + rg.moved.count(a, b)
+                let moved = if self.n.moved > 0 {
+                    rg.moved.count(a, b)
+                } else {
+                    0
+                };
+                (b - a) - rg.mapped.count(a, b) + moved
             }
             Err(_) => 0,
         }
@@ -306,7 +311,12 @@ impl PageLayer {
         match self.checked(r, lo, hi) {
             Ok(rg) => {
                 let (a, b) = rg.touched(self.shift, lo, hi);
-                rg.mapped.count(a, b) - rg.moved.count(a, b)
+                let moved = if self.n.moved > 0 {
+                    rg.moved.count(a, b)
+                } else {
+                    0
+                };
+                rg.mapped.count(a, b) - moved
             }
             Err(_) => 0,
         }

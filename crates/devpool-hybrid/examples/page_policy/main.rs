@@ -1,19 +1,23 @@
-//! Tuning the page layer's policy: replay the bundled traces (and any inference
-//! traces in traces/) plus synthetic inference-shaped workloads through variants of
-//! the hybrid, and print for each the fragmentation ratio, backend memory calls per
-//! 1000 operations, how many allocations reached the driver, and a model of the
-//! driver time that would cost on an H200 (see `cost.rs`: a model, not a
-//! measurement; GPU figures come from `devpool compare --backend cuda`).
+//! Tuning the page layer's policy: replay the bundled traces in traces/ through the
+//! hybrid's training preset and variants of it (each with one setting changed), and
+//! print for each the fragmentation ratio, backend memory calls per 1000
+//! operations, how many allocations reached the backend, and a model of the driver
+//! time that would cost on an H200 (see `cost.rs`: a model, not a measurement; GPU
+//! figures come from `devpool compare --backend cuda`).
 //!
-//! `cargo run --release -p devpool-hybrid --example page_policy [FILTER...]`
-//! runs the variants whose names contain any FILTER (all without one).
+//! `cargo run --release -p devpool-hybrid --example page_policy [VARIANT...]` runs
+//! the variants named (all without one). With `PAGE_POLICY_SYNTH=1`, two synthetic
+//! inference-shaped workloads are replayed too (`synth.rs`); `PAGE_POLICY_CALLS=1`
+//! breaks the calls down; `PAGE_POLICY_WHEN=1` says when the allocations that
+//! reached the backend came; `--breakdown [TRACE...]` says where the memory held at
+//! the peak sits (`breakdown.rs`).
 
 mod breakdown;
 mod cost;
 mod synth;
 
 use cost::Costed;
-use devpool_core::{Allocator, Backend, Block, MockBackend, Request, Result, Stats, StreamId};
+use devpool_core::{Allocator, Backend, Block, MockBackend, Request, Result};
 use devpool_hybrid::{hybrid, HybridConfig, LargeStrategy};
 use devpool_trace::{read_trace, replay, ReplayOptions, Trace};
 use devpool_vm::VmConfig;
@@ -32,12 +36,6 @@ struct Probe {
 }
 
 impl Allocator for Probe {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn backend(&self) -> &Arc<dyn Backend> {
-        self.inner.backend()
-    }
     fn allocate(&self, req: Request) -> Result<Block> {
         let before = self.cost.ns.load(Relaxed);
         let c = self.cost.counters();
@@ -49,18 +47,7 @@ impl Allocator for Probe {
         m.1 += u64::from(d.unmap_calls > c.unmap_calls);
         r
     }
-    fn deallocate(&self, block: Block, stream: StreamId) -> Result<()> {
-        self.inner.deallocate(block, stream)
-    }
-    fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
-        self.inner.record_stream(block, stream)
-    }
-    fn stats(&self) -> Stats {
-        self.inner.stats()
-    }
-    fn trim(&self) -> Result<usize> {
-        self.inner.trim()
-    }
+    devpool_core::forward_allocator!(|p| &p.inner; name, backend, deallocate, record_stream, stats, trim);
 }
 
 type Variant = (&'static str, Box<dyn Fn() -> HybridConfig>);
