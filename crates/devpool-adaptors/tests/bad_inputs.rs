@@ -578,7 +578,7 @@ bad_input_suite!(tlsf_virtual, |m: Arc<MockBackend>| {
 bad_input_suite!(tlsf_region, |m: Arc<MockBackend>| {
     devpool_tlsf::tlsf(
         m,
-        devpool_tlsf::TlsfConfig::default().mode(devpool_tlsf::Mode::Region),
+        devpool_tlsf::TlsfConfig::default().mode(devpool_tlsf::TlsfMode::Region),
     )
 });
 bad_input_suite!(buddy_virtual, |m: Arc<MockBackend>| {

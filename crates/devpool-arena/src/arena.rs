@@ -11,7 +11,7 @@
 
 use crate::config::ArenaConfig;
 use crate::pool::ArenaPool;
-use crate::stats::ArenaStats;
+use crate::stats::ArenaDetail;
 use devpool_core::{
     Allocator, Backend, Block, Error, Pool, Result, Reuse, StreamId, StreamOrdered,
 };
@@ -52,7 +52,7 @@ pub struct Arena {
 ///     assert!(y.ptr.0 >= x.ptr.0 + 4096);
 ///     a.reset().unwrap(); // the frame's work is done: everything comes back
 /// }
-/// assert_eq!(a.arena_stats().chunks, 1); // one chunk served every frame
+/// assert_eq!(a.detail().chunks, 1); // one chunk served every frame
 /// ```
 pub fn arena(backend: impl devpool_core::IntoBackend, cfg: ArenaConfig) -> Arena {
     let backend: Arc<dyn Backend> = backend.into_backend();
@@ -97,10 +97,10 @@ impl Arena {
     }
 
     /// The arena's own figures, summed over streams.
-    pub fn arena_stats(&self) -> ArenaStats {
-        let mut s = ArenaStats::default();
+    pub fn detail(&self) -> ArenaDetail {
+        let mut s = ArenaDetail::default();
         for (_, pool) in self.inner.pools() {
-            s.merge(&pool.arena_stats());
+            s.merge(&pool.detail());
         }
         s
     }

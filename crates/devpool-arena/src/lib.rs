@@ -59,4 +59,4 @@ mod word;
 pub use arena::{arena, Arena};
 pub use config::{ArenaConfig, MIB};
 pub use pool::{ArenaPool, MAX_ALIGN};
-pub use stats::ArenaStats;
+pub use stats::ArenaDetail;

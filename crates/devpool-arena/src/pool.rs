@@ -9,7 +9,7 @@ use crate::chunks::{Chunks, Desc};
 use crate::config::ArenaConfig;
 use crate::fence::Fence;
 use crate::records::Records;
-use crate::stats::{ArenaStats, PoolStats};
+use crate::stats::{ArenaDetail, PoolStats};
 use crate::word::{self, NO_SLOT};
 use devpool_core::{
     human_bytes, Backend, Block, DeviceId, DevicePtr, Pool, Request, Result, Stats, StreamId,
@@ -103,7 +103,8 @@ pub struct ArenaPool {
 impl ArenaPool {
     /// A pool over `backend`; `cfg` is brought into range with
     /// [`ArenaConfig::normalized`]. No memory is taken until the first allocation.
-    pub fn new(backend: Arc<dyn Backend>, cfg: ArenaConfig) -> Self {
+    pub fn new(backend: impl devpool_core::IntoBackend, cfg: ArenaConfig) -> Self {
+        let backend = backend.into_backend();
         let cfg = cfg.normalized();
         let n = cfg.max_chunks;
         ArenaPool {
@@ -169,10 +170,10 @@ impl ArenaPool {
     }
 
     /// The arena's own figures.
-    pub fn arena_stats(&self) -> ArenaStats {
+    pub fn detail(&self) -> ArenaDetail {
         let g = self.inner.lock();
         let (handed, _) = self.counts(g.epoch);
-        ArenaStats {
+        ArenaDetail {
             chunks: g.chunks.held(),
             chunk_bytes: g.chunks.bytes(),
             epoch_used_bytes: self.consumed(&g),
@@ -191,8 +192,8 @@ impl ArenaPool {
     }
 
     /// Host bytes of metadata: block records and chunk slots.
-    pub fn host_bytes(&self) -> usize {
-        self.records.host_bytes() + std::mem::size_of_val(&*self.descs)
+    pub fn metadata_bytes(&self) -> usize {
+        self.records.metadata_bytes() + std::mem::size_of_val(&*self.descs)
     }
 
     /// Blocks (handed out, live) in `epoch`, or zeros once it has ended.

@@ -138,7 +138,7 @@ impl Records {
     }
 
     /// Host bytes held by the records made so far.
-    pub fn host_bytes(&self) -> usize {
+    pub fn metadata_bytes(&self) -> usize {
         self.segments
             .iter()
             .filter_map(|s| s.get())
@@ -176,6 +176,6 @@ mod tests {
         assert!(!rec.kill(7, 0), "the old block is not the new one");
         assert!(rec.kill(7, 1));
         assert_eq!(rec.write(8, 0x2000, 1), 0, "a new epoch starts over");
-        assert!(r.host_bytes() > 0);
+        assert!(r.metadata_bytes() > 0);
     }
 }

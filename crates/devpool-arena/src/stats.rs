@@ -1,12 +1,12 @@
 //! Statistics: the core [`Stats`] of a pool, kept per epoch so that a reset drops the
-//! live figures at once, and the arena's own [`ArenaStats`].
+//! live figures at once, and the arena's own [`ArenaDetail`].
 
 use devpool_core::{Counters, Gauge, Stats};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// What an arena has done, beyond the core [`Stats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ArenaStats {
+pub struct ArenaDetail {
     /// Chunks held from the backend.
     pub chunks: usize,
     /// Bytes of those chunks (the core stats' reserved bytes).
@@ -25,9 +25,9 @@ pub struct ArenaStats {
     pub reclaimed_blocks: u64,
 }
 
-impl ArenaStats {
+impl ArenaDetail {
     /// Add another snapshot into this one.
-    pub fn merge(&mut self, o: &ArenaStats) {
+    pub fn merge(&mut self, o: &ArenaDetail) {
         self.chunks += o.chunks;
         self.chunk_bytes += o.chunk_bytes;
         self.epoch_used_bytes += o.epoch_used_bytes;

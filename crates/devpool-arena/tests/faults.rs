@@ -21,13 +21,13 @@ fn a_failed_chunk_loses_nothing() {
     );
     let mut live: Vec<(Block, u8)> = Vec::new();
     // Fill the first chunk, then make the next chunk fail.
-    while a.arena_stats().chunks < 2 || live.len() < 8 {
+    while a.detail().chunks < 2 || live.len() < 8 {
         let b = a.alloc(100_000).unwrap();
         let tag = (live.len() % 250) as u8 + 1;
         mock.memset(b.ptr, tag, b.requested, b.stream).unwrap();
         live.push((b, tag));
     }
-    let chunks = a.arena_stats().chunks;
+    let chunks = a.detail().chunks;
     let before = a.stats();
     let held = mock.counters().bytes_in_use.current;
     mock.fail_all(true);
@@ -50,7 +50,7 @@ fn a_failed_chunk_loses_nothing() {
         }
     }
     assert!(errors > 0, "a new chunk was needed and could not be had");
-    assert_eq!(a.arena_stats().chunks, chunks, "no chunk half-taken");
+    assert_eq!(a.detail().chunks, chunks, "no chunk half-taken");
     assert_eq!(mock.counters().bytes_in_use.current, held);
     let after = a.stats();
     assert_eq!(after.failures, before.failures + errors);

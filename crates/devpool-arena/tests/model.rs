@@ -125,7 +125,7 @@ proptest! {
             prop_assert_eq!((s.allocations, s.frees), (allocs, frees));
             prop_assert!(s.reserved_bytes.current >= s.allocated_bytes.current);
             prop_assert_eq!(s.reserved_bytes.current, mock.counters().bytes_in_use.current);
-            let st = a.arena_stats();
+            let st = a.detail();
             prop_assert_eq!(st.chunk_bytes, s.reserved_bytes.current);
             prop_assert!(st.epoch_used_bytes >= s.allocated_bytes.current);
         }

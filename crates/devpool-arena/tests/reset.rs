@@ -34,7 +34,7 @@ fn blocks_of_an_ended_frame_are_rejected() {
     let z = a.alloc(1000).unwrap();
     a.free(z).unwrap();
     assert!(matches!(a.free(z), Err(Error::DoubleFree { .. })));
-    let s = a.arena_stats();
+    let s = a.detail();
     assert_eq!((s.resets, s.reclaimed_blocks), (1, 1));
 }
 
@@ -85,7 +85,7 @@ fn frees_are_counted_at_once_and_reused_at_rewind() {
             rewind,
             "an empty arena rewinds to its start only when asked to"
         );
-        assert_eq!(a.arena_stats().rewinds, u64::from(rewind));
+        assert_eq!(a.detail().rewinds, u64::from(rewind));
         a.free(z).unwrap();
     }
 }
@@ -152,11 +152,11 @@ fn stack_order_use_holds_no_more_host_memory() {
         }
     };
     pairs(10);
-    let host = pool.host_bytes();
+    let host = pool.metadata_bytes();
     let reserved = a.stats().reserved_bytes.current;
     pairs(50_000);
     assert_eq!(
-        pool.host_bytes(),
+        pool.metadata_bytes(),
         host,
         "records are given back in stack order"
     );
@@ -168,7 +168,7 @@ fn stack_order_use_holds_no_more_host_memory() {
     let s = a.stats();
     let n = 1 + 2 * (10 + 50_000) as u64;
     assert_eq!((s.allocations, s.frees), (n, n - 1));
-    assert_eq!(a.arena_stats().epoch_blocks, 1);
+    assert_eq!(a.detail().epoch_blocks, 1);
     a.free(keep).unwrap();
 }
 
@@ -205,14 +205,14 @@ fn trim_gives_back_spares_then_everything() {
     let mock = MockBackend::shared();
     let a = arena(mock.clone(), small().keep_chunks(usize::MAX));
     let big: Vec<Block> = (0..30).map(|_| a.alloc(256 << 10).unwrap()).collect();
-    let chunks = a.arena_stats().chunks;
+    let chunks = a.detail().chunks;
     a.reset().unwrap();
-    assert_eq!(a.arena_stats().chunks, chunks, "all kept");
+    assert_eq!(a.detail().chunks, chunks, "all kept");
     let x = a.alloc(1000).unwrap();
     let used: u64 = a.pool(StreamId::DEFAULT).unwrap().chunk_sizes()[0] as u64;
     let released = a.trim().unwrap();
     assert!(released > 0);
-    assert_eq!(a.arena_stats().chunks, 1, "only the chunk in use stays");
+    assert_eq!(a.detail().chunks, 1, "only the chunk in use stays");
     assert_eq!(a.stats().reserved_bytes.current, used);
     assert_eq!(mock.counters().bytes_in_use.current, used);
     a.free(x).unwrap();
@@ -308,7 +308,7 @@ fn each_stream_has_its_own_arena() {
     let (s1, s2) = (StreamId(1), StreamId(2));
     let x = a.allocate(Request::new(1000).on_stream(s1)).unwrap();
     let y = a.allocate(Request::new(1000).on_stream(s2)).unwrap();
-    assert_eq!(a.arena_stats().chunks, 2);
+    assert_eq!(a.detail().chunks, 2);
     a.reset_stream(s1).unwrap();
     assert!(a.free(x).is_err(), "stream 1's frame ended");
     a.free(y).unwrap();
@@ -338,7 +338,7 @@ fn stats_follow_the_epochs() {
     let s = a.stats();
     assert_eq!(s.live_bytes.current, want_live);
     assert_eq!(s.allocated_bytes.current, want_alloc);
-    let st = a.arena_stats();
+    let st = a.detail();
     assert_eq!(st.epoch_blocks, blocks.len() as u64);
     assert!(st.epoch_used_bytes >= want_alloc);
     assert_eq!(st.chunk_bytes, s.reserved_bytes.current);
@@ -348,9 +348,9 @@ fn stats_follow_the_epochs() {
     assert_eq!(s2.live_bytes.peak, want_live, "peaks survive the reset");
     assert_eq!(s2.allocations, blocks.len() as u64);
     assert_eq!(s2.frees, 0, "a reset is not a free");
-    assert_eq!(a.arena_stats().epoch_used_bytes, 0);
+    assert_eq!(a.detail().epoch_used_bytes, 0);
     let p = a.pool(StreamId::DEFAULT).unwrap();
-    assert!(p.host_bytes() > 0);
+    assert!(p.metadata_bytes() > 0);
     assert!(!p.describe_cache().is_empty());
     assert!(Pool::stats(p).reserved_bytes.current > 0);
 }

@@ -39,7 +39,7 @@ fn four_threads_bump_one_arena() {
             s.live_bytes.current,
             blocks.iter().map(|b| b.requested as u64).sum::<u64>()
         );
-        let st = a.arena_stats();
+        let st = a.detail();
         assert_eq!(st.epoch_blocks, blocks.len() as u64);
         assert!(st.epoch_used_bytes >= s.allocated_bytes.current);
         // Free half from other threads, then end the frame.
@@ -93,10 +93,7 @@ fn rewinds_racing_with_allocations_keep_data_intact() {
     assert_eq!(s.live_blocks.current, 0);
     let n = u64::from(THREADS) * u64::from(PER_THREAD);
     assert_eq!((s.allocations, s.frees), (n, n));
-    assert!(
-        a.arena_stats().rewinds > 0,
-        "the arena rewound along the way"
-    );
+    assert!(a.detail().rewinds > 0, "the arena rewound along the way");
     a.trim().unwrap();
     assert_eq!(mock.counters().bytes_in_use.current, 0);
 }
@@ -147,5 +144,5 @@ fn blocks_held_at_once_never_overlap_under_rewinds() {
         h.join().unwrap();
     }
     assert_eq!(a.stats().live_blocks.current, 0);
-    assert!(a.arena_stats().rewinds > 0);
+    assert!(a.detail().rewinds > 0);
 }

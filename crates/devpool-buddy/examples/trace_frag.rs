@@ -84,8 +84,8 @@ fn main() {
             BuddyConfig::region().trim_tail(false),
         ),
         (
-            "region, 2 GiB arenas",
-            BuddyConfig::region().arena_size(2 << 30),
+            "region, 2 GiB spans",
+            BuddyConfig::region().span_size(2 << 30),
         ),
         ("virtual", BuddyConfig::virtual_ranges()),
         (

@@ -1,15 +1,15 @@
-//! [`BuddyConfig`]: block sizes, arena sizes, the mode, and the page layer's settings.
+//! [`BuddyConfig`]: block sizes, span sizes, the mode, and the page layer's settings.
 
 use crate::rounding::Rounding;
 use devpool_vm::VmConfig;
 
-/// Where a buddy pool's arenas come from.
+/// Where a buddy pool's spans come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BuddyMode {
-    /// Each arena is a contiguous backend region (`alloc_region`). Rounding a request
+    /// Each span is a contiguous backend region (`alloc_region`). Rounding a request
     /// up to a power of two costs real device memory.
     Region,
-    /// Each arena is a reserved virtual range; only the bytes blocks need are backed
+    /// Each span is a reserved virtual range; only the bytes blocks need are backed
     /// by mapped pages. Rounding costs address space, not memory.
     Virtual,
     /// [`Virtual`](BuddyMode::Virtual) where the backend supports virtual ranges,
@@ -24,9 +24,9 @@ pub enum BuddyMode {
 ///
 /// ```
 /// use devpool_buddy::{BuddyConfig, BuddyMode};
-/// let cfg = BuddyConfig::default().mode(BuddyMode::Region).arena_size(1 << 30);
+/// let cfg = BuddyConfig::default().mode(BuddyMode::Region).span_size(1 << 30);
 /// assert_eq!(cfg.min_block, 256);
-/// assert_eq!(cfg.arena_size, Some(1 << 30));
+/// assert_eq!(cfg.span_size, Some(1 << 30));
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct BuddyConfig {
@@ -36,15 +36,15 @@ pub struct BuddyConfig {
     /// Log2 of the largest block; larger requests get [`TooLarge`](devpool_core::Error::TooLarge)
     /// (default 40: 1 TiB; at most 62).
     pub max_order: u32,
-    /// Bytes of a new arena, a power of two; a request larger than this gets an arena
+    /// Bytes of a new span, a power of two; a request larger than this gets an span
     /// of its own size rounded up to a power of two. `None` (the default) picks 512
     /// MiB for regions and 128 GiB of address space for virtual ranges.
-    pub arena_size: Option<usize>,
+    pub span_size: Option<usize>,
     /// Regions, virtual ranges, or whichever the backend offers (default `Auto`).
     pub mode: BuddyMode,
     /// Whole blocks (not trimmed) kept per order after their free without merging
     /// them with their buddies, so that a size freed and asked for again costs no split
-    /// and no merge (default 8). They are merged before an arena is added, by `trim`,
+    /// and no merge (default 8). They are merged before an span is added, by `trim`,
     /// and in virtual mode when no fully mapped block is found.
     pub quick_depth: usize,
     /// Give the unused tail of a block's power of two back to the free lists, as
@@ -70,7 +70,7 @@ impl Default for BuddyConfig {
         BuddyConfig {
             min_block: devpool_core::MIN_ALIGN,
             max_order: 40,
-            arena_size: None,
+            span_size: None,
             mode: BuddyMode::Auto,
             quick_depth: 8,
             trim_tail: true,
@@ -108,9 +108,9 @@ impl BuddyConfig {
         self
     }
 
-    /// Another arena size.
-    pub fn arena_size(mut self, bytes: usize) -> Self {
-        self.arena_size = Some(bytes);
+    /// Another span size.
+    pub fn span_size(mut self, bytes: usize) -> Self {
+        self.span_size = Some(bytes);
         self
     }
 
@@ -145,7 +145,7 @@ pub(crate) struct Resolved {
     pub virt: bool,
     pub min_order: u32,
     pub max_order: u32,
-    pub arena_order: u32,
+    pub span_order: u32,
     pub page_order: u32,
     pub quick_depth: u32,
     pub rounding: Rounding,
@@ -161,15 +161,15 @@ impl Resolved {
         let page_order = ceil_log2(granularity.max(devpool_core::MIN_ALIGN));
         let min_order = ceil_log2(cfg.min_block.max(devpool_core::MIN_ALIGN)).min(page_order);
         let max_order = cfg.max_order.min(62).max(min_order.max(page_order));
-        let default_arena = if virt { 1usize << 37 } else { 512 << 20 };
-        let arena_order = ceil_log2(cfg.arena_size.unwrap_or(default_arena).min(1 << 62))
+        let default_span = if virt { 1usize << 37 } else { 512 << 20 };
+        let span_order = ceil_log2(cfg.span_size.unwrap_or(default_span).min(1 << 62))
             .min(max_order)
             .max(page_order);
         Resolved {
             virt,
             min_order,
             max_order,
-            arena_order,
+            span_order,
             page_order,
             quick_depth: cfg.quick_depth.min(u32::MAX as usize) as u32,
             rounding: match (virt, cfg.trim_tail) {
@@ -200,12 +200,12 @@ mod tests {
         let cfg = BuddyConfig::region()
             .min_block(100)
             .max_order(99)
-            .arena_size(3 << 20);
+            .span_size(3 << 20);
         let r = Resolved::new(&cfg, true, 2 << 20);
         assert!(!r.virt);
         assert_eq!(r.min_order, 8);
         assert_eq!(r.max_order, 62);
-        assert_eq!(r.arena_order, 22, "3 MiB rounds up to 4 MiB");
+        assert_eq!(r.span_order, 22, "3 MiB rounds up to 4 MiB");
         let r = Resolved::new(&BuddyConfig::default().min_block(1 << 30), true, 2 << 20);
         assert!(r.virt, "auto picks virtual when offered");
         assert_eq!(r.min_order, r.page_order, "min block at most a page");

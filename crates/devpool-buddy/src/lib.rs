@@ -15,16 +15,16 @@
 //! - **Quick lists** ([`BuddyConfig::quick_depth`]): the last few whole blocks freed
 //!   per order are kept unmerged, so that work which frees and allocates the same
 //!   sizes costs neither splits nor merges.
-//! - **Growth**: when no free block fits, a new arena is taken from the backend, at
+//! - **Growth**: when no free block fits, a new span is taken from the backend, at
 //!   least as large as the request rounded up to a power of two; `trim` gives back
-//!   arenas that are wholly free.
+//!   spans that are wholly free.
 //!
 //! Two modes ([`BuddyMode`]):
 //!
-//! - **Region**: each arena is one contiguous backend region. New blocks go to the
+//! - **Region**: each span is one contiguous backend region. New blocks go to the
 //!   lowest free address that fits (address-ordered first fit), which keeps large
 //!   free blocks whole.
-//! - **Virtual**: each arena is a large reserved address range, and only the bytes a
+//! - **Virtual**: each span is a large reserved address range, and only the bytes a
 //!   block needs are backed by mapped pages (its size rounded up to a page; blocks
 //!   smaller than a page share pages). Rounding then costs address space, not memory.
 //!   The pages belong to the page layer ([`devpool_vm::PageLayer`]), shared with
@@ -51,12 +51,12 @@
 //! ```
 #![warn(missing_docs)]
 
-mod arena;
 mod config;
 mod lock;
 mod place;
 mod pool;
 mod rounding;
+mod span;
 mod stats;
 mod tree;
 mod vmem;
@@ -64,7 +64,7 @@ mod vmem;
 pub use config::{BuddyConfig, BuddyMode};
 pub use devpool_vm::{VmConfig, VmDetail};
 pub use pool::BuddyPool;
-pub use stats::{ArenaStats, BuddyStats, OrderStats};
+pub use stats::{BuddyDetail, OrderStats, SpanDetail};
 
 use devpool_core::{IntoBackend, StreamOrdered};
 

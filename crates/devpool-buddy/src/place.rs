@@ -4,7 +4,7 @@
 //! no split, no merge, and in virtual mode its pages are most likely still mapped.
 //!
 //! - Region mode then takes the lowest-addressed free block that fits, in the
-//!   lowest arena (address-ordered first fit, found in O(orders) by walking down the
+//!   lowest span (address-ordered first fit, found in O(orders) by walking down the
 //!   tree, each node knowing the largest free block below it), and splits it down to
 //!   size. Keeping blocks packed low leaves large free blocks whole at the top, which
 //!   on the bundled traces holds far less than taking any free block that fits.
@@ -18,8 +18,8 @@
 //!   When no candidate is fully mapped, the quick lists are merged first (a block kept
 //!   unmerged may hide a mapped range) and the search runs once more.
 
-use crate::arena::Inner;
 use crate::pool::BuddyPool;
+use crate::span::Inner;
 use crate::tree::NIL;
 
 /// Virtual mode: candidates looked at per order, and in all.
@@ -52,8 +52,8 @@ impl BuddyPool {
         if let Some(i) = g.tree.pop_quick(order) {
             return Some(i);
         }
-        let &a = g.by_base.iter().find(|&&a| g.tree.arena_fit(a) >= order)?;
-        let root = g.arena(a).root;
+        let &a = g.by_base.iter().find(|&&a| g.tree.span_fit(a) >= order)?;
+        let root = g.span(a).root;
         let i = g.tree.lowest_fit(root, order)?;
         g.tree.unlink(i);
         Some(self.descend(g, i, order, size))

@@ -1,12 +1,12 @@
 //! [`BuddyPool`]: the single-stream pool, and its allocate, free, trim and drop.
 
-use crate::arena::{Arena, Inner};
 use crate::config::{ceil_log2, BuddyConfig, BuddyMode, Resolved};
+use crate::span::{Inner, Span};
 use crate::tree::{State, GEN_MASK};
 use devpool_vm::PageLayer;
 
-/// Arenas a pool can hold.
-const MAX_ARENAS: usize = 4096;
+/// Spans a pool can hold.
+const MAX_SPANS: usize = 4096;
 use crate::lock::Lock;
 use devpool_core::{
     Backend, BackendError, Block, Counters, DeviceId, DevicePtr, Error, Gauge, Pool, Request,
@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// A buddy pool for one stream: power-of-two blocks from a minimum to a maximum order,
 /// a free list per order, split on allocate, merged with the buddy on free.
 ///
-/// Arenas come from the backend as regions ([`BuddyMode::Region`]) or as reserved
+/// Spans come from the backend as regions ([`BuddyMode::Region`]) or as reserved
 /// virtual ranges of the page layer ([`BuddyMode::Virtual`]; see
 /// [`devpool_vm`] for when pages are mapped and given back). All metadata lives on
 /// the host.
@@ -56,7 +56,8 @@ fn decode(handle: u64) -> (u32, u32) {
 
 impl BuddyPool {
     /// A pool over `backend` with settings `cfg` (`Auto` is resolved here).
-    pub fn new(backend: Arc<dyn Backend>, cfg: BuddyConfig) -> BuddyPool {
+    pub fn new(backend: impl devpool_core::IntoBackend, cfg: BuddyConfig) -> BuddyPool {
+        let backend = backend.into_backend();
         let page = backend.granularity();
         let r = Resolved::new(&cfg, backend.supports_virtual(), page);
         let vm = PageLayer::new(backend.clone(), cfg.pages.clone());
@@ -103,7 +104,7 @@ impl BuddyPool {
     /// Address space a live block of `order` keeps from others, at least: the whole
     /// block unless its tail is trimmed.
     #[inline]
-    /// Device bytes a region arena of `size` bytes holds, as the driver rounds it.
+    /// Device bytes a region span of `size` bytes holds, as the driver rounds it.
     fn held(&self, size: usize) -> usize {
         self.backend.region_bytes(size).unwrap_or(size)
     }
@@ -131,23 +132,23 @@ impl BuddyPool {
             } else {
                 return Err(Error::DoubleFree { ptr: block.ptr });
             }
-        } else if n.gen != gen && g.arena_of(block.ptr.0).is_some() {
+        } else if n.gen != gen && g.span_of(block.ptr.0).is_some() {
             // The node moved on since this block was handed out: it was freed.
             return Err(Error::DoubleFree { ptr: block.ptr });
         }
         Err(Error::NotOwned { ptr: block.ptr })
     }
 
-    /// Add an arena for a block of `order`; returns its root node, taken.
+    /// Add an span for a block of `order`; returns its root node, taken.
     pub(crate) fn grow(&self, g: &mut Inner, order: u32) -> Result<u32> {
-        if g.arenas.len() >= MAX_ARENAS && g.arenas.iter().all(Option::is_some) {
+        if g.spans.len() >= MAX_SPANS && g.spans.iter().all(Option::is_some) {
             return Err(Error::Limit(format!(
-                "a buddy pool holds at most {MAX_ARENAS} arenas"
+                "a buddy pool holds at most {MAX_SPANS} spans"
             )));
         }
-        let order_a = order.max(self.r.arena_order);
+        let order_a = order.max(self.r.span_order);
         let (base, order_a, range) = if self.r.virt {
-            if order > self.r.arena_order {
+            if order > self.r.span_order {
                 // Never reserve more than the device could back.
                 let (free, total) = self.backend.mem_info()?;
                 if (1u64 << order) / 2 >= total {
@@ -173,14 +174,14 @@ impl BuddyPool {
             self.counters.on_reserve(self.held(1 << base.1));
             (base.0, base.1, None)
         };
-        let idx = g.add_arena(Arena {
+        let idx = g.add_span(Span {
             base: base.0,
             order: order_a,
             root: crate::tree::NIL,
             range,
         });
         let root = g.tree.add_root(base.0, order_a, idx);
-        g.arena_mut(idx).root = root;
+        g.span_mut(idx).root = root;
         g.tree.unlink(root);
         Ok(root)
     }
@@ -215,12 +216,12 @@ impl BuddyPool {
         Ok(i)
     }
 
-    /// Give back every wholly free arena; returns the bytes released.
-    fn release_free_arenas(&self, g: &mut Inner) -> Result<usize> {
+    /// Give back every wholly free span; returns the bytes released.
+    fn release_free_spans(&self, g: &mut Inner) -> Result<usize> {
         let mut released = 0;
         let mut first_err = None;
-        for idx in 0..g.arenas.len() {
-            let Some(Some(a)) = g.arenas.get(idx) else {
+        for idx in 0..g.spans.len() {
+            let Some(Some(a)) = g.spans.get(idx) else {
                 continue;
             };
             if g.tree.node(a.root).state != State::Free {
@@ -245,7 +246,7 @@ impl BuddyPool {
             match res {
                 Ok(()) => {
                     g.tree.remove_root(root);
-                    g.remove_arena(idx as u32);
+                    g.remove_span(idx as u32);
                 }
                 Err(e) => {
                     first_err.get_or_insert(e);
@@ -274,18 +275,18 @@ impl BuddyPool {
 
     /// Check every internal invariant: the tree, the free lists, the page bitmaps and
     /// counts, and the byte totals. For tests; returns what is wrong.
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub fn verify(&self) -> std::result::Result<(), String> {
         let g = self.inner.lock();
-        let roots: Vec<u32> = g.arenas.iter().flatten().map(|a| a.root).collect();
-        g.tree.validate(&roots)?;
+        let roots: Vec<u32> = g.spans.iter().flatten().map(|a| a.root).collect();
+        g.tree.verify(&roots)?;
         if self.r.virt {
-            self.validate_pages(&g)?;
+            self.verify_pages(&g)?;
         }
         let held: u64 = if self.r.virt {
             let d = g.vm.detail();
             (d.mapped_pages - d.moved_pages) * self.page as u64
         } else {
-            g.arenas
+            g.spans
                 .iter()
                 .flatten()
                 .map(|a| self.held(a.size() as usize) as u64)
@@ -361,7 +362,7 @@ impl Pool for BuddyPool {
         if self.r.virt {
             released += g.vm.trim()?;
         }
-        released += self.release_free_arenas(&mut g)?;
+        released += self.release_free_spans(&mut g)?;
         Ok(released)
     }
 
@@ -374,7 +375,7 @@ impl Drop for BuddyPool {
     fn drop(&mut self) {
         // Ranges go with the page layer; regions are given back here.
         let g = self.inner.get_mut();
-        for a in g.arenas.iter().flatten() {
+        for a in g.spans.iter().flatten() {
             if a.range.is_none() {
                 let _ = self
                     .backend

@@ -1,4 +1,4 @@
-//! [`BuddyStats`]: what a buddy pool holds, order by order, and where its unused memory
+//! [`BuddyDetail`]: what a buddy pool holds, order by order, and where its unused memory
 //! sits.
 
 use crate::config::BuddyMode;
@@ -27,28 +27,28 @@ impl OrderStats {
     }
 }
 
-/// One arena.
+/// One span.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ArenaStats {
+pub struct SpanDetail {
     /// First address.
     pub base: DevicePtr,
     /// Log2 of its size: the top order of its blocks.
     pub order: u32,
-    /// Whether the whole arena is one free block.
+    /// Whether the whole span is one free block.
     pub whole_free: bool,
 }
 
 /// A detailed snapshot of a [`BuddyPool`].
 #[derive(Clone, Debug, PartialEq)]
-pub struct BuddyStats {
+pub struct BuddyDetail {
     /// [`BuddyMode::Region`] or [`BuddyMode::Virtual`].
     pub mode: BuddyMode,
     /// Orders that have any block, smallest first.
     pub orders: Vec<OrderStats>,
-    /// The arenas.
-    pub arenas: Vec<ArenaStats>,
-    /// Bytes the arenas span (regions, or reserved address space).
-    pub arena_bytes: u64,
+    /// The spans.
+    pub spans: Vec<SpanDetail>,
+    /// Bytes the spans span (regions, or reserved address space).
+    pub span_bytes: u64,
     /// The page layer (virtual mode; all zero in region mode): pages mapped, used,
     /// cached and retiring, chunks, backend calls.
     pub pages: VmDetail,
@@ -64,7 +64,7 @@ pub struct BuddyStats {
     pub address_rounding_bytes: u64,
 }
 
-impl BuddyStats {
+impl BuddyDetail {
     /// Free blocks of every order, quick ones included.
     pub fn free_blocks(&self) -> u64 {
         self.orders.iter().map(|o| o.free + o.quick).sum()
@@ -80,7 +80,7 @@ impl BuddyStats {
 }
 
 impl BuddyPool {
-    /// A detailed snapshot: blocks per order, arenas, pages, rounding.
+    /// A detailed snapshot: blocks per order, spans, pages, rounding.
     ///
     /// ```
     /// use devpool_buddy::{BuddyConfig, BuddyPool};
@@ -92,7 +92,7 @@ impl BuddyPool {
     /// assert_eq!(d.orders.iter().find(|o| o.order == 12).unwrap().live, 1);
     /// pool.deallocate(&b).unwrap();
     /// ```
-    pub fn detail(&self) -> BuddyStats {
+    pub fn detail(&self) -> BuddyDetail {
         let g = self.inner.lock();
         let orders = (0..ORDERS as u32)
             .filter_map(|o| {
@@ -106,21 +106,21 @@ impl BuddyPool {
                 })
             })
             .collect();
-        let arenas: Vec<ArenaStats> = g
-            .arenas
+        let spans: Vec<SpanDetail> = g
+            .spans
             .iter()
             .flatten()
-            .map(|a| ArenaStats {
+            .map(|a| SpanDetail {
                 base: DevicePtr(a.base),
                 order: a.order,
                 whole_free: g.tree.node(a.root).state == State::Free,
             })
             .collect();
-        BuddyStats {
+        BuddyDetail {
             mode: self.mode(),
             orders,
-            arena_bytes: arenas.iter().map(|a| 1u64 << a.order).sum(),
-            arenas,
+            span_bytes: spans.iter().map(|a| 1u64 << a.order).sum(),
+            spans,
             pages: g.vm.detail(),
             live_bytes: g.tally.live.current,
             granted_bytes: g.tally.granted.current,
@@ -139,14 +139,14 @@ impl BuddyPool {
             .find(|o| o.free + o.quick > 0)
             .map_or(0, |o| o.block_size());
         let mut s = format!(
-            "buddy-{}: {} arena(s) spanning {}; {} in {} free block(s), the largest {}",
+            "buddy-{}: {} span(s) spanning {}; {} in {} free block(s), the largest {}",
             if d.mode == BuddyMode::Virtual {
                 "virtual"
             } else {
                 "region"
             },
-            d.arenas.len(),
-            human_bytes(d.arena_bytes),
+            d.spans.len(),
+            human_bytes(d.span_bytes),
             human_bytes(d.free_bytes()),
             d.free_blocks(),
             human_bytes(largest),

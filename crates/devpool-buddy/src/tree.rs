@@ -44,7 +44,7 @@ pub(crate) struct Node {
     pub addr: u64,
     /// Bytes the caller asked for (live blocks).
     pub requested: u64,
-    /// The parent, or [`NIL`] for an arena's root.
+    /// The parent, or [`NIL`] for an span's root.
     pub parent: u32,
     /// The left child of a split block.
     pub child: u32,
@@ -53,8 +53,8 @@ pub(crate) struct Node {
     /// Bumped each time the block is handed out and each time the node is recycled,
     /// so a stale handle does not match.
     pub gen: u32,
-    /// Index of the arena the block lies in.
-    pub arena: u32,
+    /// Index of the span the block lies in.
+    pub span: u32,
     /// Log2 of the block's size.
     pub order: u8,
     /// What the node is now.
@@ -73,7 +73,7 @@ impl Node {
         prev: NIL,
         next: NIL,
         gen: 0,
-        arena: 0,
+        span: 0,
         order: 0,
         state: State::Vacant,
         max_free: 0,
@@ -93,7 +93,7 @@ const EMPTY: List = List {
     len: 0,
 };
 
-/// The buddy tree of every arena of one pool.
+/// The buddy tree of every span of one pool.
 pub(crate) struct Tree {
     nodes: Vec<Node>,
     spare: Vec<u32>,
@@ -106,8 +106,8 @@ pub(crate) struct Tree {
     track: bool,
     /// Bytes blocks grant.
     rounding: Rounding,
-    /// The largest free block of each arena, by arena index (tracking trees).
-    arena_fit: Vec<u8>,
+    /// The largest free block of each span, by span index (tracking trees).
+    span_fit: Vec<u8>,
 }
 
 impl Tree {
@@ -126,7 +126,7 @@ impl Tree {
             quick_depth,
             track,
             rounding,
-            arena_fit: Vec::new(),
+            span_fit: Vec::new(),
         }
     }
 
@@ -136,11 +136,11 @@ impl Tree {
         self.rounding.granted(order, size)
     }
 
-    /// The largest free block in arena `arena` (tracking trees; 0: none).
+    /// The largest free block in span `span` (tracking trees; 0: none).
     #[inline]
-    pub fn arena_fit(&self, arena: u32) -> u32 {
-        self.arena_fit
-            .get(arena as usize)
+    pub fn span_fit(&self, span: u32) -> u32 {
+        self.span_fit
+            .get(span as usize)
             .copied()
             .unwrap_or(0)
             .into()
@@ -167,13 +167,13 @@ impl Tree {
             if n.max_free == v && u32::from(n.order) > force {
                 return;
             }
-            let (parent, arena) = (n.parent, n.arena as usize);
+            let (parent, span) = (n.parent, n.span as usize);
             self.node_mut(i).max_free = v;
             if parent == NIL {
-                if self.arena_fit.len() <= arena {
-                    self.arena_fit.resize(arena + 1, 0);
+                if self.span_fit.len() <= span {
+                    self.span_fit.resize(span + 1, 0);
                 }
-                self.arena_fit[arena] = v;
+                self.span_fit[span] = v;
                 return;
             }
             i = parent;
@@ -375,24 +375,24 @@ impl Tree {
         m.max_free = 0;
     }
 
-    /// Add an arena's root block: `2^order` bytes at `addr`, free. Returns its node.
-    pub fn add_root(&mut self, addr: u64, order: u32, arena: u32) -> u32 {
+    /// Add an span's root block: `2^order` bytes at `addr`, free. Returns its node.
+    pub fn add_root(&mut self, addr: u64, order: u32, span: u32) -> u32 {
         let i = self.new_pair();
         let n = self.node_mut(i);
         n.addr = addr;
         n.order = order as u8;
-        n.arena = arena;
+        n.span = span;
         n.parent = NIL;
         self.link(i, false);
         self.settle(i, order);
         i
     }
 
-    /// Remove a free root (its arena goes back to the backend).
+    /// Remove a free root (its span goes back to the backend).
     pub fn remove_root(&mut self, i: u32) {
         debug_assert_eq!(self.node(i).parent, NIL);
-        let arena = self.node(i).arena as usize;
-        if let Some(f) = self.arena_fit.get_mut(arena) {
+        let span = self.node(i).span as usize;
+        if let Some(f) = self.span_fit.get_mut(span) {
             *f = 0;
         }
         self.unlink(i);
@@ -411,7 +411,7 @@ impl Tree {
             let m = self.node_mut(c);
             m.addr = addr;
             m.order = n.order - 1;
-            m.arena = n.arena;
+            m.span = n.span;
             m.parent = i;
             m.state = State::Taken;
         }
@@ -592,7 +592,7 @@ impl Tree {
 
     /// Check the tree's structure below `roots`: children match their parents, no
     /// two free buddies are left unmerged, and every list holds what it should.
-    pub fn validate(&self, roots: &[u32]) -> Result<(), String> {
+    pub fn verify(&self, roots: &[u32]) -> Result<(), String> {
         let mut seen_free = [0u32; ORDERS];
         let mut seen_quick = [0u32; ORDERS];
         let mut seen_live = [0u64; ORDERS];
@@ -602,8 +602,8 @@ impl Tree {
             if n.parent != NIL {
                 return Err(format!("root {r} has a parent"));
             }
-            if self.track && self.arena_fit(n.arena) != u32::from(n.max_free) {
-                return Err(format!("arena {} has a stale largest free block", n.arena));
+            if self.track && self.span_fit(n.span) != u32::from(n.max_free) {
+                return Err(format!("span {} has a stale largest free block", n.span));
             }
         }
         while let Some(i) = stack.pop() {
@@ -724,12 +724,12 @@ mod tests {
         t.make_live(b, 100);
         assert_eq!(t.node(a).addr, 1 << 20);
         assert_eq!(t.node(b).addr, (1 << 20) + 256, "the buddy is used next");
-        t.validate(&[root]).unwrap();
+        t.verify(&[root]).unwrap();
         assert_eq!(t.list_lens(8), (0, 0));
         assert_eq!(t.list_lens(19), (1, 0));
         t.free_live(a);
         t.free_live(b);
-        t.validate(&[root]).unwrap();
+        t.verify(&[root]).unwrap();
         assert_eq!(
             t.free_orders_from(0),
             1 << 20,
@@ -751,12 +751,12 @@ mod tests {
             t.free_live(b);
         }
         assert_eq!(t.list_lens(10).1, 2, "two kept unmerged, the rest merged");
-        t.validate(&[root]).unwrap();
+        t.verify(&[root]).unwrap();
         let q = t.pop_quick(10).unwrap();
         assert_eq!(q, blocks[1], "the last one kept comes back first");
         t.merge(q);
         t.flush_quick();
-        t.validate(&[root]).unwrap();
+        t.verify(&[root]).unwrap();
         assert_eq!(t.free_orders_from(0), 1 << 12);
     }
 
@@ -773,7 +773,7 @@ mod tests {
         );
         t.make_live(a, len);
         t.trim(a, len);
-        t.validate(&[root]).unwrap();
+        t.verify(&[root]).unwrap();
         // The tail: 2^18 and 2^16 are free; 2^19, 2^17 and 2^16 are live pieces.
         for o in 8..20 {
             let want = u64::from(o == 18 || o == 16);
@@ -783,10 +783,10 @@ mod tests {
         assert_eq!(t.node(b).addr, 3 << 18, "the tail serves another block");
         t.make_live(b, 1 << 18);
         t.free_live(a);
-        t.validate(&[root]).unwrap();
+        t.verify(&[root]).unwrap();
         assert_eq!(t.list_lens(18), (1, 0), "a's half merged back");
         t.free_live(b);
-        t.validate(&[root]).unwrap();
+        t.verify(&[root]).unwrap();
         assert_eq!(t.free_orders_from(0), 1 << 20, "one free block again");
     }
 

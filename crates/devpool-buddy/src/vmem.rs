@@ -7,17 +7,17 @@
 //! A freed block's pages stay mapped as the layer's cache, under the same policy as
 //! TLSF's, and are unmapped in stream order.
 
-use crate::arena::Inner;
 use crate::pool::BuddyPool;
+use crate::span::Inner;
 use crate::tree::State;
 use devpool_core::{Result, StreamId};
 use devpool_vm::RangeId;
 
 impl BuddyPool {
-    /// The page layer's range of the arena holding block `i`.
+    /// The page layer's range of the span holding block `i`.
     #[inline]
     fn range_of(g: &Inner, i: u32) -> Option<RangeId> {
-        g.arena(g.tree.node(i).arena).range
+        g.span(g.tree.node(i).span).range
     }
 
     /// Back taken block `i`, of which `len` bytes are handed out, with mapped pages.
@@ -45,7 +45,7 @@ impl BuddyPool {
     #[inline]
     pub(crate) fn warmth(&self, g: &Inner, i: u32, n: usize) -> usize {
         let node = g.tree.node(i);
-        match g.arena(node.arena).range {
+        match g.span(node.span).range {
             Some(r) => {
                 let len = ((n as u64) << self.r.page_order).min(1 << node.order);
                 g.vm.mapped_in(r, node.addr, node.addr + len)
@@ -55,7 +55,7 @@ impl BuddyPool {
     }
 
     /// Check the page layer's bookkeeping against the live blocks.
-    pub(crate) fn validate_pages(&self, g: &Inner) -> std::result::Result<(), String> {
+    pub(crate) fn verify_pages(&self, g: &Inner) -> std::result::Result<(), String> {
         let live = g.tree.live_nodes().filter_map(|(i, n)| {
             let r = Self::range_of(g, i)?;
             debug_assert!(matches!(n.state, State::Live | State::Head));

@@ -45,23 +45,23 @@ fn virtual_pages_are_counted() {
     assert_eq!(pool.trim().unwrap() as u64, 4 * page);
     let d = pool.detail();
     assert_eq!((d.pages.mapped_pages, d.pages.unused_pages), (0, 0));
-    assert!(d.arenas.is_empty());
+    assert!(d.spans.is_empty());
 }
 
 #[test]
-fn region_rounding_and_arenas_are_counted() {
+fn region_rounding_and_spans_are_counted() {
     let mock = MockBackend::shared_with(MockConfig::default().without_virtual());
-    let pool = BuddyPool::new(mock.clone(), BuddyConfig::default().arena_size(64 << 20));
+    let pool = BuddyPool::new(mock.clone(), BuddyConfig::default().span_size(64 << 20));
     assert_eq!(pool.mode(), BuddyMode::Region, "auto picks regions");
     let a = pool.allocate(&Request::new(40 << 20)).unwrap();
     let b = pool.allocate(&Request::new(100 << 20)).unwrap();
     let d = pool.detail();
     assert_eq!(
-        d.arenas.len(),
+        d.spans.len(),
         2,
-        "the second block needs an arena of its own"
+        "the second block needs an span of its own"
     );
-    assert_eq!(d.arena_bytes, (64 << 20) + (128 << 20));
+    assert_eq!(d.span_bytes, (64 << 20) + (128 << 20));
     assert_eq!(a.size, 40 << 20, "a sixteenth of 64 MiB divides 40 MiB");
     assert_eq!(b.size, 104 << 20, "rounded up to 8 MiB");
     assert_eq!(d.rounding_bytes, 4 << 20);
@@ -73,7 +73,7 @@ fn region_rounding_and_arenas_are_counted() {
     // The tails serve other blocks: a's tail is free blocks of 8 and 16 MiB at 40 and
     // 48 MiB, and 16 MiB goes to the lowest that fits.
     let c = pool.allocate(&Request::new(16 << 20)).unwrap();
-    assert_eq!(pool.detail().arenas.len(), 2);
+    assert_eq!(pool.detail().spans.len(), 2);
     assert_eq!(c.ptr, a.ptr.offset(48 << 20));
     for blk in [a, b, c] {
         pool.deallocate(&blk).unwrap();

@@ -1,4 +1,4 @@
-//! Fault injection: the backend refuses a new arena or a page mapping midway. The
+//! Fault injection: the backend refuses a new span or a page mapping midway. The
 //! allocation fails with an error, every live block keeps its bytes (host-backed mock),
 //! and the accounting stays exact: the pool's reserved bytes equal the backend's.
 
@@ -38,7 +38,7 @@ fn read(mock: &MockBackend, b: &Block, tag: u8) {
 
 /// The pool's view matches the backend's, and every live block reads back.
 fn assert_intact(pool: &BuddyPool, mock: &MockBackend, live: &[(Block, u8)]) {
-    pool.validate().unwrap();
+    pool.verify().unwrap();
     assert_eq!(
         pool.stats().reserved_bytes.current,
         mock.counters().bytes_in_use.current,
@@ -56,30 +56,30 @@ fn injected(e: &Error) -> bool {
 }
 
 #[test]
-fn region_refused_for_a_new_arena() {
+fn region_refused_for_a_new_span() {
     let mock = host_mock(1 << 30);
-    let pool = BuddyPool::new(mock.clone(), BuddyConfig::region().arena_size(16 << 20));
+    let pool = BuddyPool::new(mock.clone(), BuddyConfig::region().span_size(16 << 20));
     let mut live = Vec::new();
     for i in 0..6u8 {
         let b = pool.allocate(&Request::new(3 << 20)).unwrap();
         write(&mock, &b, i);
         live.push((b, i));
     }
-    assert_eq!(pool.detail().arenas.len(), 2, "two 16 MiB arenas so far");
+    assert_eq!(pool.detail().spans.len(), 2, "two 16 MiB spans so far");
     mock.fail_nth(FaultOn::Region, 1);
     let before = pool.stats();
     let e = pool
         .allocate(&Request::new(12 << 20))
-        .expect_err("no new arena");
+        .expect_err("no new span");
     assert!(injected(&e), "{e}");
     let after = pool.stats();
     assert_eq!(
         (after.allocations, after.live_bytes),
         (before.allocations, before.live_bytes)
     );
-    assert_eq!(pool.detail().arenas.len(), 2, "nothing was added");
+    assert_eq!(pool.detail().spans.len(), 2, "nothing was added");
     assert_intact(&pool, &mock, &live);
-    // A block that fits the arenas held is still served; then growth works again.
+    // A block that fits the spans held is still served; then growth works again.
     let b = pool.allocate(&Request::new(1 << 20)).unwrap();
     write(&mock, &b, 100);
     live.push((b, 100));
@@ -157,7 +157,7 @@ fn virtual_refused_on_the_second_of_two_map_calls() {
 #[test]
 fn random_faults_through_the_allocator() {
     let cases = [
-        (BuddyConfig::region().arena_size(2 << 20), FaultOn::Region),
+        (BuddyConfig::region().span_size(2 << 20), FaultOn::Region),
         (BuddyConfig::virtual_ranges(), FaultOn::Map),
     ];
     for (cfg, on) in cases {
@@ -197,7 +197,7 @@ fn random_faults_through_the_allocator() {
                 "round {round}"
             );
             for (_, p) in alloc.pools() {
-                p.validate().unwrap();
+                p.verify().unwrap();
             }
         }
         assert!(failures >= 10, "faults were hit ({failures})");

@@ -1,7 +1,7 @@
-//! After everything is freed, each arena is one free block of its top order: every
+//! After everything is freed, each span is one free block of its top order: every
 //! split was merged back.
 
-use devpool_buddy::{BuddyConfig, BuddyPool, BuddyStats};
+use devpool_buddy::{BuddyConfig, BuddyDetail, BuddyPool};
 use devpool_core::testing::Rng;
 use devpool_core::{Block, MockBackend, Pool, Request};
 
@@ -26,17 +26,17 @@ fn churn(cfg: BuddyConfig, seed: u64) -> BuddyPool {
     for b in live {
         pool.deallocate(&b).unwrap();
     }
-    pool.validate().unwrap();
+    pool.verify().unwrap();
     pool
 }
 
-fn assert_whole(d: &BuddyStats, what: &str) {
-    assert!(!d.arenas.is_empty(), "{what}: the churn made arenas");
+fn assert_whole(d: &BuddyDetail, what: &str) {
+    assert!(!d.spans.is_empty(), "{what}: the churn made spans");
     assert!(
-        d.arenas.iter().all(|a| a.whole_free),
-        "{what}: an arena is not one free block: {d:?}"
+        d.spans.iter().all(|a| a.whole_free),
+        "{what}: an span is not one free block: {d:?}"
     );
-    // Exactly one free block per arena, of the arena's order.
+    // Exactly one free block per span, of the span's order.
     let free: Vec<(u32, u64)> = d
         .orders
         .iter()
@@ -44,7 +44,7 @@ fn assert_whole(d: &BuddyStats, what: &str) {
         .map(|o| (o.order, o.free + o.quick))
         .collect();
     let mut want: Vec<(u32, u64)> = Vec::new();
-    for a in &d.arenas {
+    for a in &d.spans {
         match want.iter_mut().find(|(o, _)| *o == a.order) {
             Some((_, n)) => *n += 1,
             None => want.push((a.order, 1)),
@@ -57,7 +57,7 @@ fn assert_whole(d: &BuddyStats, what: &str) {
 }
 
 fn configs() -> Vec<(&'static str, BuddyConfig)> {
-    let small = |c: BuddyConfig| c.arena_size(64 << 20);
+    let small = |c: BuddyConfig| c.span_size(64 << 20);
     vec![
         ("region", small(BuddyConfig::region())),
         (
@@ -90,13 +90,13 @@ fn with_quick_lists_everything_merges_after_coalesce() {
             "{what}: some blocks wait unmerged"
         );
         pool.coalesce();
-        pool.validate().unwrap();
+        pool.verify().unwrap();
         assert_whole(&pool.detail(), what);
     }
 }
 
 #[test]
-fn trim_gives_every_arena_back() {
+fn trim_gives_every_span_back() {
     for (what, cfg) in configs() {
         let pool = churn(cfg, 7);
         let held = pool.stats().reserved_bytes.current;
@@ -105,7 +105,7 @@ fn trim_gives_every_arena_back() {
             released as u64, held,
             "{what}: trim reports what it gave back"
         );
-        assert!(pool.detail().arenas.is_empty(), "{what}");
+        assert!(pool.detail().spans.is_empty(), "{what}");
         assert_eq!(pool.stats().reserved_bytes.current, 0, "{what}");
     }
 }

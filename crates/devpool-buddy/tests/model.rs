@@ -1,6 +1,6 @@
 //! A proptest model test of the buddy pool itself, in every mode and rounding, with
-//! small arenas so that growth, trimming, quick lists and trim all get exercised.
-//! After every step the pool's own invariants hold (`validate`), live blocks never
+//! small spans so that growth, trimming, quick lists and trim all get exercised.
+//! After every step the pool's own invariants hold (`verify`), live blocks never
 //! overlap, the counts match the model, and the reserved bytes match the backend's.
 
 use devpool_buddy::{BuddyConfig, BuddyPool, VmConfig};
@@ -39,7 +39,7 @@ fn config() -> impl Strategy<Value = BuddyConfig> {
         22u32..=27,
         any::<bool>(),
     )
-        .prop_map(|(virt, trim, quick, arena_log, chunk)| {
+        .prop_map(|(virt, trim, quick, span_log, chunk)| {
             let cfg = if virt {
                 BuddyConfig::virtual_ranges()
             } else {
@@ -47,7 +47,7 @@ fn config() -> impl Strategy<Value = BuddyConfig> {
             };
             cfg.trim_tail(trim)
                 .quick_depth(quick)
-                .arena_size(1 << arena_log)
+                .span_size(1 << span_log)
                 .pages(
                     VmConfig::default()
                         .cache(4 << 20, 1.0 / 16.0)
@@ -58,7 +58,7 @@ fn config() -> impl Strategy<Value = BuddyConfig> {
 }
 
 fn check(pool: &BuddyPool, mock: &MockBackend, model: &BTreeMap<u64, Block>) {
-    pool.validate().expect("pool invariants");
+    pool.verify().expect("pool invariants");
     let s = pool.stats();
     let live: u64 = model.values().map(|b| b.requested as u64).sum();
     let granted: u64 = model.values().map(|b| b.size as u64).sum();
@@ -143,6 +143,6 @@ proptest! {
         check(&pool, &mock, &model);
         prop_assert_eq!(pool.stats().reserved_bytes.current, 0);
         prop_assert_eq!(mock.counters().bytes_in_use.current, 0);
-        prop_assert!(pool.detail().arenas.is_empty());
+        prop_assert!(pool.detail().spans.is_empty());
     }
 }

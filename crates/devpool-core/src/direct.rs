@@ -26,9 +26,9 @@ pub struct DirectPool {
 
 impl DirectPool {
     /// A direct pool over `backend`.
-    pub fn new(backend: Arc<dyn Backend>) -> Self {
+    pub fn new(backend: impl crate::IntoBackend) -> Self {
         DirectPool {
-            backend,
+            backend: backend.into_backend(),
             live: Mutex::new(HashMap::new()),
             counters: Counters::default(),
         }

@@ -7,7 +7,7 @@ use devpool_core::{Allocator, Backend};
 use devpool_cuda::gpu_checks::{OverlapCheck, StreamOrderCheck};
 use devpool_cuda::CudaBackend;
 use devpool_slab::{slab, SlabConfig};
-use devpool_tlsf::{tlsf, Mode, TlsfConfig};
+use devpool_tlsf::{tlsf, TlsfConfig, TlsfMode};
 use std::sync::Arc;
 
 fn gpu() -> Arc<CudaBackend> {
@@ -112,7 +112,7 @@ fn arena_on_gpu() {
 fn tlsf_region_on_gpu() {
     let g = gpu();
     checks(
-        &tlsf(g.clone(), TlsfConfig::default().mode(Mode::Region)),
+        &tlsf(g.clone(), TlsfConfig::default().mode(TlsfMode::Region)),
         OverlapCheck::new(4000, 25),
         &g,
     );
@@ -123,7 +123,7 @@ fn tlsf_region_on_gpu() {
 fn tlsf_virtual_on_gpu() {
     let g = gpu();
     checks(
-        &tlsf(g.clone(), TlsfConfig::default().mode(Mode::Virtual)),
+        &tlsf(g.clone(), TlsfConfig::default().mode(TlsfMode::Virtual)),
         OverlapCheck::new(4000, 26),
         &g,
     );
@@ -160,10 +160,10 @@ fn held_bytes_match_cumemgetinfo() {
             Box::new(buddy(g, BuddyConfig::virtual_ranges()))
         }),
         ("tlsf-region", |g| {
-            Box::new(tlsf(g, TlsfConfig::default().mode(Mode::Region)))
+            Box::new(tlsf(g, TlsfConfig::default().mode(TlsfMode::Region)))
         }),
         ("tlsf-virtual", |g| {
-            Box::new(tlsf(g, TlsfConfig::default().mode(Mode::Virtual)))
+            Box::new(tlsf(g, TlsfConfig::default().mode(TlsfMode::Virtual)))
         }),
         ("arena", |g| Box::new(arena(g, ArenaConfig::default()))),
         ("hybrid", |g| Box::new(hybrid(g, HybridConfig::training()))),

@@ -2,7 +2,7 @@
 
 use devpool_buddy::{BuddyConfig, BuddyMode};
 use devpool_slab::SlabConfig;
-use devpool_tlsf::{Mode as TlsfMode, TlsfConfig};
+use devpool_tlsf::{TlsfConfig, TlsfMode};
 
 /// The strategy of the large route.
 #[derive(Clone, Debug, PartialEq)]

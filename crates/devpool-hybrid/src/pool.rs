@@ -4,8 +4,8 @@ use crate::config::{HybridConfig, LargeStrategy};
 use crate::slabs::SlabSource;
 use devpool_buddy::BuddyPool;
 use devpool_core::{
-    Backend, Block, DirectPool, Error, IntoBackend, Parts, Pool, Request, Result, RouteStats,
-    Stats, StreamId, StreamOrdered,
+    Block, DirectPool, Error, IntoBackend, Parts, Pool, Request, Result, RouteStats, Stats,
+    StreamId, StreamOrdered,
 };
 use devpool_slab::SlabPool;
 use devpool_tlsf::TlsfPool;
@@ -67,13 +67,14 @@ pub struct HybridPool {
 
 impl HybridPool {
     /// A hybrid pool over `backend`, for blocks of the default stream.
-    pub fn new(backend: Arc<dyn Backend>, cfg: HybridConfig) -> Self {
+    pub fn new(backend: impl IntoBackend, cfg: HybridConfig) -> Self {
         Self::for_stream(backend, cfg, StreamId::DEFAULT)
     }
 
     /// A hybrid pool over `backend` for the blocks of `stream` (the stream the large
     /// route's freed pages wait for before they are unmapped).
-    pub fn for_stream(backend: Arc<dyn Backend>, cfg: HybridConfig, stream: StreamId) -> Self {
+    pub fn for_stream(backend: impl IntoBackend, cfg: HybridConfig, stream: StreamId) -> Self {
+        let backend = backend.into_backend();
         let large = Arc::new(match cfg.large {
             LargeStrategy::Tlsf(c) => Large::Tlsf(Box::new(TlsfPool::new(backend.clone(), c))),
             LargeStrategy::Buddy(c) => Large::Buddy(Box::new(BuddyPool::new(backend.clone(), c))),

@@ -9,10 +9,10 @@ pub const MIB: usize = 1 << 20;
 
 /// Where a ring's bytes come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Memory {
+pub enum RingMode {
     /// One virtual range per ring, as large as the device, whose pages are mapped as
     /// the ring first reaches them (the default). The ring holds only the pages it has
-    /// needed; on a backend without virtual memory, [`Region`](Memory::Region) is used.
+    /// needed; on a backend without virtual memory, [`Region`](RingMode::Region) is used.
     Virtual,
     /// One contiguous region per ring, of [`RingConfig::capacity`] bytes, taken whole
     /// at the first allocation.
@@ -39,10 +39,10 @@ pub enum WhenFull {
 /// Settings of a ring.
 ///
 /// ```
-/// use devpool_ring::{Memory, RingConfig, WhenFull};
+/// use devpool_ring::{RingMode, RingConfig, WhenFull};
 /// use std::time::Duration;
 /// let cfg = RingConfig::default()
-///     .memory(Memory::Region)
+///     .mode(RingMode::Region)
 ///     .capacity(256 << 20)
 ///     .when_full(WhenFull::Wait(Duration::from_millis(20)));
 /// assert!(cfg.validate().is_ok());
@@ -50,8 +50,8 @@ pub enum WhenFull {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RingConfig {
-    /// Where the bytes come from (default [`Memory::Virtual`]).
-    pub memory: Memory,
+    /// Where the bytes come from (default [`RingMode::Virtual`]).
+    pub mode: RingMode,
     /// Bytes the ring may hold before it is full (default 64 MiB), rounded up to the
     /// backend's page. In region mode, the size of the first ring.
     pub capacity: usize,
@@ -70,7 +70,7 @@ pub struct RingConfig {
 impl Default for RingConfig {
     fn default() -> Self {
         RingConfig {
-            memory: Memory::Virtual,
+            mode: RingMode::Virtual,
             capacity: 64 * MIB,
             when_full: WhenFull::Grow,
             max_pinned: 4096,
@@ -81,8 +81,8 @@ impl Default for RingConfig {
 
 impl RingConfig {
     /// Another memory source.
-    pub fn memory(mut self, memory: Memory) -> Self {
-        self.memory = memory;
+    pub fn mode(mut self, mode: RingMode) -> Self {
+        self.mode = mode;
         self
     }
     /// Another capacity.

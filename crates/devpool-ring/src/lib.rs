@@ -21,7 +21,7 @@
 //! - Steady streaming costs no backend call: the ring stops growing once it holds the
 //!   largest span of blocks the work keeps live.
 //! - Not for work that frees in random order (training): the ring then holds much more
-//!   than the live bytes, and says so in its statistics ([`RingStats`]).
+//!   than the live bytes, and says so in its statistics ([`RingDetail`]).
 //!
 //! ```
 //! use devpool_core::{Allocator, MockBackend, Request, StreamId};
@@ -34,7 +34,7 @@
 //! let a = r.alloc(40 << 20).unwrap();
 //! let e = r.alloc(40 << 20).unwrap_err(); // no room within 64 MiB, even after waiting
 //! assert!(e.is_oom() && e.to_string().contains("the ring is full"), "{e}");
-//! assert_eq!(r.ring_stats().refused, 2); // refused, and again after the allocator's retry
+//! assert_eq!(r.detail().refused, 2); // refused, and again after the allocator's retry
 //! r.free(a).unwrap();
 //! let b = r.alloc(40 << 20).unwrap(); // the tail has moved on
 //! r.free(b).unwrap();
@@ -50,8 +50,8 @@ mod ring;
 mod stats;
 mod unit;
 
-pub use config::{Memory, RingConfig, WhenFull, MIB};
+pub use config::{RingConfig, RingMode, WhenFull, MIB};
 pub use place::{Placement, Shape, Slot, State, SEQ_BITS};
 pub use pool::{RingPool, MAX_ALIGN};
 pub use ring::{ring, Ring};
-pub use stats::RingStats;
+pub use stats::RingDetail;

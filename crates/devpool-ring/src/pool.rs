@@ -2,10 +2,10 @@
 //! rings, while an old one drains after a growth), their memory, the events of blocks
 //! freed on other streams, and the statistics.
 
-use crate::config::{Memory, RingConfig, WhenFull};
+use crate::config::{RingConfig, RingMode, WhenFull};
 use crate::events::Events;
 use crate::place::{SEQ_BITS, SEQ_MASK};
-use crate::stats::RingStats;
+use crate::stats::RingDetail;
 use crate::unit::{Source, Unit};
 use devpool_core::{
     align_up, Backend, Block, Counters, DeviceId, DevicePtr, Error, Gauge, IntoBackend, OomInfo,
@@ -169,7 +169,7 @@ impl RingPool {
         })
         .max(capacity);
         RingPool {
-            virt: cfg.memory == Memory::Virtual && backend.supports_virtual(),
+            virt: cfg.mode == RingMode::Virtual && backend.supports_virtual(),
             device: backend.device(),
             backend,
             cfg,
@@ -187,12 +187,12 @@ impl RingPool {
         &self.cfg
     }
 
-    /// The memory in use: [`Memory::Virtual`] only where the backend has it.
-    pub fn memory(&self) -> Memory {
+    /// The memory in use: [`RingMode::Virtual`] only where the backend has it.
+    pub fn mode(&self) -> RingMode {
         if self.virt {
-            Memory::Virtual
+            RingMode::Virtual
         } else {
-            Memory::Region
+            RingMode::Region
         }
     }
 
@@ -450,13 +450,13 @@ impl RingPool {
     }
 
     /// The ring's own figures.
-    pub fn ring_stats(&self) -> RingStats {
+    pub fn detail(&self) -> RingDetail {
         let g = self.inner.lock();
         self.ring_stats_locked(&g)
     }
 
-    fn ring_stats_locked(&self, g: &Inner) -> RingStats {
-        let mut s = RingStats {
+    fn ring_stats_locked(&self, g: &Inner) -> RingDetail {
+        let mut s = RingDetail {
             rings: g.units.len(),
             held_bytes: self.held(g).current,
             jumps: g.old_jumps,
@@ -464,7 +464,7 @@ impl RingPool {
             pins: g.pins,
             full: g.full,
             refused: g.refused,
-            ..RingStats::default()
+            ..RingDetail::default()
         };
         for u in &g.units {
             let sh = u.place.shape();
@@ -529,7 +529,7 @@ impl RingPool {
         };
         format!(
             "{what} ({:?} memory, capacity {}, when full: {}): {}",
-            self.memory(),
+            self.mode(),
             devpool_core::human_bytes(self.capacity),
             self.policy(),
             self.ring_stats_locked(g)

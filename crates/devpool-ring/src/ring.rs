@@ -12,7 +12,7 @@
 
 use crate::config::RingConfig;
 use crate::pool::RingPool;
-use crate::stats::RingStats;
+use crate::stats::RingDetail;
 use devpool_core::{
     Allocator, Backend, Block, DeviceId, Error, IntoBackend, Result, StreamId, StreamOrdered,
 };
@@ -46,7 +46,7 @@ pub struct Ring {
 ///         r.free(frames.pop_front().unwrap()).unwrap(); // the oldest out
 ///     }
 /// }
-/// let s = r.ring_stats();
+/// let s = r.detail();
 /// assert_eq!(s.live_blocks, 8);
 /// assert!(s.held_bytes <= 10 * (3 << 20)); // nine frames at most, and a page
 /// ```
@@ -66,10 +66,10 @@ pub fn ring(backend: impl IntoBackend, cfg: RingConfig) -> Ring {
 
 impl Ring {
     /// The ring's own figures, summed over streams.
-    pub fn ring_stats(&self) -> RingStats {
-        let mut s = RingStats::default();
+    pub fn detail(&self) -> RingDetail {
+        let mut s = RingDetail::default();
         for (_, pool) in self.inner.pools() {
-            s.merge(&pool.ring_stats());
+            s.merge(&pool.detail());
         }
         s
     }

@@ -1,13 +1,13 @@
-//! [`RingStats`]: the ring's own figures, beside the common [`Stats`](devpool_core::Stats).
+//! [`RingDetail`]: the ring's own figures, beside the common [`Stats`](devpool_core::Stats).
 
 use devpool_core::human_bytes;
 use std::fmt;
 
 /// What a ring pool holds and how it has behaved, from
-/// [`RingPool::ring_stats`](crate::RingPool::ring_stats) (one stream) or
-/// [`Ring::ring_stats`](crate::Ring::ring_stats) (summed over streams).
+/// [`RingPool::detail`](crate::RingPool::detail) (one stream) or
+/// [`Ring::detail`](crate::Ring::detail) (summed over streams).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RingStats {
+pub struct RingDetail {
     /// Rings held: the current one, and older ones still draining after a growth.
     pub rings: usize,
     /// Device bytes held: mapped pages and regions.
@@ -35,9 +35,9 @@ pub struct RingStats {
     pub refused: u64,
 }
 
-impl RingStats {
+impl RingDetail {
     /// Add another pool's figures.
-    pub fn merge(&mut self, o: &RingStats) {
+    pub fn merge(&mut self, o: &RingDetail) {
         self.rings += o.rings;
         self.held_bytes += o.held_bytes;
         self.span_bytes += o.span_bytes;
@@ -53,7 +53,7 @@ impl RingStats {
     }
 }
 
-impl fmt::Display for RingStats {
+impl fmt::Display for RingDetail {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,

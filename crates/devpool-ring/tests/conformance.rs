@@ -2,7 +2,7 @@
 //! rings in regions, and rings that start small, keep the strict order or may pass
 //! only a few live blocks, so that growth, second rings and pinning all run.
 use devpool_core::MockBackend;
-use devpool_ring::{ring, Memory, RingConfig};
+use devpool_ring::{ring, RingConfig, RingMode};
 use std::sync::Arc;
 
 mod virtual_memory {
@@ -15,7 +15,7 @@ mod region {
     devpool_core::conformance_tests!(|mock: Arc<MockBackend>| ring(
         mock,
         RingConfig::default()
-            .memory(Memory::Region)
+            .mode(RingMode::Region)
             .capacity(4 << 20)
     ));
 }
@@ -34,7 +34,7 @@ mod few_pins_in_regions {
     devpool_core::conformance_tests!(|mock: Arc<MockBackend>| ring(
         mock,
         RingConfig::default()
-            .memory(Memory::Region)
+            .mode(RingMode::Region)
             .capacity(1 << 20)
             .max_pinned(2)
     ));

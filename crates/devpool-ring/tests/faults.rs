@@ -4,7 +4,7 @@
 //! use). Each test asserts that its faults fired.
 use devpool_core::testing::Rng;
 use devpool_core::{Backend, Block, Error, FaultOn, MockBackend, MockConfig, Pool, Request};
-use devpool_ring::{Memory, RingConfig, RingPool};
+use devpool_ring::{RingConfig, RingMode, RingPool};
 use std::collections::VecDeque;
 
 fn fill(mock: &MockBackend, b: &Block, tag: u8) {
@@ -33,10 +33,10 @@ fn exact(pool: &RingPool, mock: &MockBackend) {
 /// Phases of a stream of blocks freed mostly in order (some out of order), with a
 /// fault every few allocations; between phases most blocks are freed and the pool
 /// trimmed, so that the next phase takes memory from the backend again.
-fn run(memory: Memory, fault: FaultOn) {
+fn run(mode: RingMode, fault: FaultOn) {
     let mock = MockBackend::shared_with(MockConfig::default().host_backed().capacity(1 << 30));
     let cfg = RingConfig::default()
-        .memory(memory)
+        .mode(mode)
         .capacity(4 << 20)
         .max_pinned(4);
     let pool = RingPool::new(mock.clone(), cfg);
@@ -110,17 +110,17 @@ fn run(memory: Memory, fault: FaultOn) {
 
 #[test]
 fn map_faults_in_virtual_memory() {
-    run(Memory::Virtual, FaultOn::Map);
+    run(RingMode::Virtual, FaultOn::Map);
 }
 
 #[test]
 fn region_faults_in_regions() {
-    run(Memory::Region, FaultOn::Region);
+    run(RingMode::Region, FaultOn::Region);
 }
 
 #[test]
 fn any_fault_in_virtual_memory() {
-    run(Memory::Virtual, FaultOn::AnyAcquire);
+    run(RingMode::Virtual, FaultOn::AnyAcquire);
 }
 
 #[test]

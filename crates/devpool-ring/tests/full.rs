@@ -2,7 +2,7 @@
 //! its state in the message, wait for other threads' frees or for other streams'
 //! events, or grow (in regions: a second ring, the first given back once drained).
 use devpool_core::{Allocator, Backend, MockBackend, MockConfig, Request, StreamId};
-use devpool_ring::{ring, Memory, RingConfig, WhenFull};
+use devpool_ring::{ring, RingConfig, RingMode, WhenFull};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,7 +38,7 @@ fn fail_says_the_ring_is_full_and_changes_nothing() {
         after.reserved_bytes.current <= 8 * MIB as u64,
         "never more than the capacity: {after:?}"
     );
-    assert!(r.ring_stats().refused >= 1);
+    assert!(r.detail().refused >= 1);
     r.free(a).unwrap();
     let c = r.alloc(3 * MIB).expect("the tail made room");
     for x in [b, c] {
@@ -75,7 +75,7 @@ fn wait_gets_room_another_thread_frees() {
         "the allocation waited for the free"
     );
     assert_eq!(c.ptr, a.ptr, "the tail's room");
-    assert!(r.ring_stats().full >= 1);
+    assert!(r.detail().full >= 1);
     t.join().unwrap();
     for x in [b, c] {
         r.free(x).unwrap();
@@ -96,7 +96,7 @@ fn wait_gets_room_when_another_streams_work_completes() {
     let a = r.alloc(4 * MIB).unwrap();
     let b = r.alloc(4 * MIB).unwrap();
     r.deallocate(a, other).unwrap(); // its bytes wait for stream 5
-    assert_eq!(r.ring_stats().waiting_blocks, 1);
+    assert_eq!(r.detail().waiting_blocks, 1);
     let done = Arc::new(AtomicBool::new(false));
     let t = {
         let (mock, done) = (mock.clone(), done.clone());
@@ -126,19 +126,19 @@ fn growing_in_regions_opens_a_larger_ring_and_gives_the_old_one_back() {
     let r = ring(
         mock.clone(),
         RingConfig::default()
-            .memory(Memory::Region)
+            .mode(RingMode::Region)
             .capacity(8 * MIB),
     );
     let a = r.alloc(6 * MIB).unwrap();
     let b = r.alloc(6 * MIB).unwrap(); // does not fit: a second ring
-    let s = r.ring_stats();
+    let s = r.detail();
     assert_eq!((s.rings, s.grows), (2, 1), "{s}");
     assert_eq!(
         mock.counters().bytes_in_use.current,
         (8 + 16) as u64 * MIB as u64
     );
     r.free(a).unwrap(); // the first ring drained: it goes back
-    assert_eq!(r.ring_stats().rings, 1);
+    assert_eq!(r.detail().rings, 1);
     assert_eq!(mock.counters().bytes_in_use.current, 16 * MIB as u64);
     let c = r.allocate(Request::new(6 * MIB)).unwrap();
     for x in [b, c] {

@@ -7,7 +7,7 @@
 //! invariants hold, the statistics add up and the bytes the pools hold are the
 //! backend's bytes in use.
 use devpool_core::{Allocator, Backend, Block, MockBackend, MockConfig, Request, StreamId};
-use devpool_ring::{ring, Memory, Ring, RingConfig};
+use devpool_ring::{ring, Ring, RingConfig, RingMode};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -45,10 +45,10 @@ fn op() -> impl Strategy<Value = Op> {
 fn config() -> impl Strategy<Value = RingConfig> {
     (any::<bool>(), 1usize..12, 0usize..4).prop_map(|(virt, mib, pins)| {
         RingConfig::default()
-            .memory(if virt {
-                Memory::Virtual
+            .mode(if virt {
+                RingMode::Virtual
             } else {
-                Memory::Region
+                RingMode::Region
             })
             .capacity(mib << 20)
             .max_pinned([0, 1, 8, 4096][pins])
@@ -178,7 +178,7 @@ proptest! {
         r.trim().map_err(|e| TestCaseError::fail(format!("trim: {e}")))?;
         prop_assert_eq!(r.stats().reserved_bytes.current, 0);
         prop_assert_eq!(mock.counters().bytes_in_use.current, 0);
-        let rs = r.ring_stats();
+        let rs = r.detail();
         prop_assert_eq!((rs.live_blocks, rs.freed_blocks, rs.waiting_blocks, rs.pinned_blocks), (0, 0, 0, 0));
     }
 }

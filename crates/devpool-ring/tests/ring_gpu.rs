@@ -10,7 +10,7 @@
 use devpool_core::{Allocator, Block, MockBackend, MockConfig, Rng, StreamId};
 use devpool_cuda::gpu_checks::{OverlapCheck, StreamOrderCheck};
 use devpool_cuda::CudaBackend;
-use devpool_ring::{ring, Memory, RingConfig};
+use devpool_ring::{ring, RingConfig, RingMode};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -100,7 +100,7 @@ fn ring_on_gpu() {
 #[ignore = "needs a CUDA GPU"]
 fn ring_in_regions_on_gpu() {
     checks(
-        &ring(gpu(), RingConfig::default().memory(Memory::Region)),
+        &ring(gpu(), RingConfig::default().mode(RingMode::Region)),
         OverlapCheck::new(4000, 29),
         StreamOrderCheck::default(),
     );
@@ -111,8 +111,8 @@ fn ring_in_regions_on_gpu() {
 fn fifo_stream_on_gpu() {
     let r = ring(gpu(), RingConfig::default());
     let calls = fifo_with_data(&r, 20_000);
-    println!("{}", r.ring_stats());
-    assert_eq!(calls, 0, "no backend call once warm: {}", r.ring_stats());
+    println!("{}", r.detail());
+    assert_eq!(calls, 0, "no backend call once warm: {}", r.detail());
     r.trim().unwrap();
     assert_eq!(r.backend().counters().bytes_in_use.current, 0);
 }
@@ -123,10 +123,10 @@ fn host_mock() -> Arc<MockBackend> {
 
 #[test]
 fn checks_pass_on_a_host_backed_mock() {
-    for memory in [Memory::Virtual, Memory::Region] {
+    for mode in [RingMode::Virtual, RingMode::Region] {
         let r = ring(
             host_mock(),
-            RingConfig::default().memory(memory).capacity(4 << 20),
+            RingConfig::default().mode(mode).capacity(4 << 20),
         );
         checks(
             &r,

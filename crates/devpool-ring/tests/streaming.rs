@@ -49,7 +49,7 @@ fn fifo_stream_holds_at_most_1_02_of_live_and_calls_nothing_when_warm() {
         c.bytes_in_use.peak
     );
     assert_eq!(c.memory_calls(), calls_warm, "no backend call once warm");
-    let rs = r.ring_stats();
+    let rs = r.detail();
     assert!(
         rs.jumps > 10 && rs.pins == 0,
         "it went round, in order: {rs}"
@@ -78,7 +78,7 @@ fn image_pipeline_holds_close_to_live_and_a_second_pass_calls_nothing() {
         first.peak_reserved_bytes,
         first.peak_live_bytes
     );
-    let rs = r.ring_stats();
+    let rs = r.detail();
     assert!(
         rs.pins >= 160,
         "the weights at the bottom were passed: {rs}"
@@ -92,7 +92,7 @@ fn image_pipeline_holds_close_to_live_and_a_second_pass_calls_nothing() {
         after.memory_calls(),
         before.memory_calls(),
         "{}",
-        r.ring_stats()
+        r.detail()
     );
     assert_eq!(after.bytes_in_use.peak, before.bytes_in_use.peak);
     devpool_core::testing::assert_empty(&r, &mock);
@@ -123,7 +123,7 @@ fn recorded_image_stream_replays_and_a_second_pass_calls_nothing() {
         assert_eq!((report.failed_allocations, report.free_errors), (0, 0));
         calls.push(mock.counters().memory_calls() - before);
     }
-    assert!(r.ring_stats().pins > 0, "{}", r.ring_stats());
+    assert!(r.detail().pins > 0, "{}", r.detail());
     assert!(
         calls[0] > 0 && calls[2] == 0,
         "memory calls per pass: {calls:?}"

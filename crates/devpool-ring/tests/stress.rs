@@ -91,7 +91,7 @@ fn sixteen_threads_tagged_blocks() {
     assert_eq!(s.allocations - s.frees, left.len() as u64);
     let pool = alloc.pool(StreamId::DEFAULT).expect("the stream's pool");
     pool.verify().expect("rings, records and counts agree");
-    let rs = alloc.ring_stats();
+    let rs = alloc.detail();
     assert!(
         rs.jumps > 0 && rs.grows > 0,
         "the ring wrapped and grew: {rs}"

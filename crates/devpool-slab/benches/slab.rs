@@ -238,7 +238,7 @@ fn metadata_figure() {
             l.step(&a);
         }
         let pool = a.pool(StreamId::DEFAULT).expect("pool");
-        let per = pool.host_metadata_bytes() as f64 / l.live.len().max(1) as f64;
+        let per = pool.metadata_bytes() as f64 / l.live.len().max(1) as f64;
         worst = worst.max(per);
         sum += per;
     }

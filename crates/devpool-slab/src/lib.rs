@@ -7,8 +7,8 @@
 //!   default 4 classes per power of two from 256 B to 1 MiB.
 //! - [`fixed`]: the fixed-size pool (name "fixed"), one class of one block size.
 //! - [`SlabPool`]: the single-stream pool behind both, with per-class statistics
-//!   ([`SlabPool::class_stats`]) and its host metadata size
-//!   ([`SlabPool::host_metadata_bytes`]).
+//!   ([`SlabPool::detail`]) and its host metadata size
+//!   ([`SlabPool::metadata_bytes`]).
 //!
 //! Requests larger than the largest class fail with
 //! [`Error::TooLarge`](devpool_core::Error::TooLarge), so a router can send them to
@@ -58,7 +58,7 @@
 //! and under 16 B per block for the 1 MiB class (8 slots per slab). A pool also
 //! has a fixed part of about 4 KiB (its 32 thread caches) and about 50 B per class
 //! in each thread cache in use (2 KiB for the 44 default classes).
-//! [`SlabPool::host_metadata_bytes`] gives the exact figure.
+//! [`SlabPool::metadata_bytes`] gives the exact figure.
 #![warn(missing_docs)]
 
 mod bitmap;

@@ -53,7 +53,7 @@ type Cache = CachePadded<SpinLock<Heap>>;
 /// let pool = SlabPool::new(MockBackend::shared(), SlabConfig::default());
 /// let b = pool.allocate(&Request::new(1000)).unwrap();
 /// assert_eq!(b.size, 1024);
-/// assert_eq!(pool.class_stats()[3].live_slots, 1);
+/// assert_eq!(pool.detail()[3].live_slots, 1);
 /// pool.deallocate(&b).unwrap();
 /// assert!(pool.deallocate(&b).is_err());
 /// ```
@@ -173,7 +173,7 @@ impl SlabPool {
     }
 
     /// Statistics per class, smallest class first.
-    pub fn class_stats(&self) -> Vec<ClassStats> {
+    pub fn detail(&self) -> Vec<ClassStats> {
         let mut out: Vec<ClassStats> = self
             .sh
             .classes
@@ -208,7 +208,7 @@ impl SlabPool {
     }
 
     /// Host bytes of this pool's metadata: caches, slabs and bitmaps.
-    pub fn host_metadata_bytes(&self) -> usize {
+    pub fn metadata_bytes(&self) -> usize {
         let mut bytes = std::mem::size_of::<SlabPool>()
             + self.caches.len() * std::mem::size_of::<Cache>()
             + self.sh.depot.lock().metadata_bytes();
@@ -222,7 +222,7 @@ impl SlabPool {
     /// agree with each other and with the class and block counts.
     /// It locks each thread cache in turn; run it when no operation is in flight.
     /// Returns [`Error::Corrupted`] naming the first disagreement.
-    pub fn check_consistency(&self) -> Result<()> {
+    pub fn verify(&self) -> Result<()> {
         let corrupted = |detail: String| Error::Corrupted {
             ptr: DevicePtr::NULL,
             detail,
@@ -246,7 +246,7 @@ impl SlabPool {
 
 impl Pool for SlabPool {
     fn parts(&self) -> devpool_core::Parts {
-        devpool_core::Parts::Classes(self.class_stats())
+        devpool_core::Parts::Classes(self.detail())
     }
 
     #[inline]
@@ -317,7 +317,7 @@ impl Pool for SlabPool {
     }
 
     fn describe_cache(&self) -> String {
-        let stats = self.class_stats();
+        let stats = self.detail();
         match stats.iter().max_by_key(|c| c.free_slots) {
             Some(c) if c.free_slots > 0 => format!(
                 "slab class {} holds the most free slots: {} ({}) in {} slabs, {} of them empty",

@@ -83,7 +83,7 @@ fn freed_blocks_are_reused_before_new_slabs() {
     let a = fixed(mock.clone(), BLOCK);
     let pool_slots = {
         let b = a.alloc(1).unwrap();
-        let n = a.pool(StreamId::DEFAULT).unwrap().class_stats()[0].slots_per_slab;
+        let n = a.pool(StreamId::DEFAULT).unwrap().detail()[0].slots_per_slab;
         a.free(b).unwrap();
         n
     };

@@ -69,7 +69,7 @@ fn check_stats(
     model: &BTreeMap<u64, Block>,
 ) -> Result<(), TestCaseError> {
     let s = pool.stats();
-    let classes = pool.class_stats();
+    let classes = pool.detail();
     let live: u64 = classes.iter().map(|c| c.live_slots).sum();
     let granted: u64 = classes.iter().map(|c| c.live_slots * c.size as u64).sum();
     let requested: u64 = classes.iter().map(|c| c.requested_bytes).sum();
@@ -139,12 +139,12 @@ fn run(cfg: SlabConfig, per_pow2: Option<usize>, max_log: u32, cases: u32) {
                     Op::Trim => {
                         pool.trim()
                             .map_err(|e| TestCaseError::fail(format!("trim: {e}")))?;
-                        let empty: u64 = pool.class_stats().iter().map(|c| c.empty_slabs).sum();
+                        let empty: u64 = pool.detail().iter().map(|c| c.empty_slabs).sum();
                         prop_assert_eq!(empty, 0, "trim leaves no empty slab");
                     }
                 }
                 check_stats(&pool, &mock, &model)?;
-                pool.check_consistency()
+                pool.verify()
                     .map_err(|e| TestCaseError::fail(e.to_string()))?;
             }
             for b in std::mem::take(&mut model).into_values() {

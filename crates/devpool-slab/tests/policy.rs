@@ -17,7 +17,7 @@ fn empty_slabs_kept_one_per_cache_and_keep_empty_in_the_depot() {
         let slots = {
             let b = pool.allocate(&req).unwrap();
             pool.deallocate(&b).unwrap();
-            pool.class_stats()
+            pool.detail()
                 .into_iter()
                 .find(|c| c.size == b.size)
                 .unwrap()
@@ -26,12 +26,7 @@ fn empty_slabs_kept_one_per_cache_and_keep_empty_in_the_depot() {
         let blocks: Vec<Block> = (0..slabs * slots.slots_per_slab)
             .map(|_| pool.allocate(&req).unwrap())
             .collect();
-        let c = |p: &SlabPool| {
-            p.class_stats()
-                .into_iter()
-                .find(|c| c.size == 4096)
-                .unwrap()
-        };
+        let c = |p: &SlabPool| p.detail().into_iter().find(|c| c.size == 4096).unwrap();
         assert_eq!(c(&pool).slabs, slabs as u64);
         for b in blocks {
             pool.deallocate(&b).unwrap();
@@ -58,7 +53,7 @@ fn describe_cache_names_the_class_with_most_free_slots() {
     assert_eq!(pool.describe_cache(), "", "nothing cached yet");
     let small = pool.allocate(&Request::new(200)).unwrap();
     let large = pool.allocate(&Request::new(1 << 20)).unwrap();
-    let stats = pool.class_stats();
+    let stats = pool.detail();
     let most = stats.iter().max_by_key(|c| c.free_slots).unwrap();
     assert_eq!(most.size, small.size, "{stats:?}");
     let d = pool.describe_cache();
@@ -94,16 +89,16 @@ fn marginal_metadata_per_block(size: usize, slabs: usize) -> f64 {
     let req = Request::new(size);
     let first = pool.allocate(&req).unwrap();
     let per_slab = pool
-        .class_stats()
+        .detail()
         .into_iter()
         .find(|c| c.size == first.size)
         .unwrap();
     let mut blocks = vec![first];
     blocks.extend((1..per_slab.slots_per_slab).map(|_| pool.allocate(&req).unwrap()));
-    let before = pool.host_metadata_bytes();
+    let before = pool.metadata_bytes();
     let added = slabs * per_slab.slots_per_slab;
     blocks.extend((0..added).map(|_| pool.allocate(&req).unwrap()));
-    let after = pool.host_metadata_bytes();
+    let after = pool.metadata_bytes();
     for b in blocks {
         pool.deallocate(&b).unwrap();
     }

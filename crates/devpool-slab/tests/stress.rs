@@ -90,8 +90,7 @@ fn sixteen_threads_tagged_blocks() {
     let pool = alloc
         .pool(devpool_core::StreamId::DEFAULT)
         .expect("the stream's pool");
-    pool.check_consistency()
-        .expect("slabs, bitmaps and counts agree");
+    pool.verify().expect("slabs, bitmaps and counts agree");
     for (b, tag) in left {
         verify(&mock, &b, tag);
         alloc.free(b).expect("final free");

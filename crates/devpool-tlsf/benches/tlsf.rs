@@ -10,11 +10,11 @@
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use devpool_core::testing::Rng;
 use devpool_core::{Allocator, Block, MockBackend, Pool, Request};
-use devpool_tlsf::{tlsf, Mode, TlsfConfig, TlsfPool};
+use devpool_tlsf::{tlsf, TlsfConfig, TlsfMode, TlsfPool};
 use std::hint::black_box;
 
 fn cfg() -> TlsfConfig {
-    TlsfConfig::default().mode(Mode::Virtual)
+    TlsfConfig::default().mode(TlsfMode::Virtual)
 }
 
 fn pair(c: &mut Criterion) {

@@ -26,7 +26,7 @@ use devpool_core::{
     direct, forward_allocator, Allocator, Backend, Block, DirectPool, MockBackend, Request, Result,
     Stats, StreamId, StreamOrdered,
 };
-use devpool_tlsf::{tlsf, Mode, TlsfConfig, TlsfPool};
+use devpool_tlsf::{tlsf, TlsfConfig, TlsfMode, TlsfPool};
 use devpool_trace::{read_trace, replay_events, ReplayOptions, Trace};
 use std::cell::Cell;
 
@@ -134,9 +134,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         match a.as_str() {
             "--mode" => {
                 cfg.mode = match val()?.as_str() {
-                    "region" => Mode::Region,
-                    "virtual" => Mode::Virtual,
-                    _ => Mode::Auto,
+                    "region" => TlsfMode::Region,
+                    "virtual" => TlsfMode::Virtual,
+                    _ => TlsfMode::Auto,
                 }
             }
             "--batch" => cfg.pages.map_batch_pages = val()?.parse()?,

@@ -5,14 +5,14 @@ use devpool_vm::VmConfig;
 
 /// Where a [`TlsfPool`](crate::TlsfPool) gets its memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub enum TlsfMode {
     /// One large reserved virtual range (more when it is exhausted), blocks packed
     /// contiguously, physical pages mapped on demand.
     Virtual,
     /// Contiguous regions taken from the backend in chunks.
     Region,
-    /// [`Virtual`](Mode::Virtual) where the backend supports it, else
-    /// [`Region`](Mode::Region).
+    /// [`Virtual`](TlsfMode::Virtual) where the backend supports it, else
+    /// [`Region`](TlsfMode::Region).
     Auto,
 }
 
@@ -23,8 +23,8 @@ pub enum Mode {
 /// layer's settings as [`VmConfig`] says.
 ///
 /// ```
-/// use devpool_tlsf::{Mode, TlsfConfig};
-/// let cfg = TlsfConfig::default().mode(Mode::Region).region_chunk(128 << 20);
+/// use devpool_tlsf::{TlsfMode, TlsfConfig};
+/// let cfg = TlsfConfig::default().mode(TlsfMode::Region).region_chunk(128 << 20);
 /// assert_eq!(cfg.granule, 512);
 /// assert_eq!(cfg.region_chunk, 128 << 20);
 /// ```
@@ -32,8 +32,8 @@ pub enum Mode {
 pub struct TlsfConfig {
     /// Block sizes are multiples of this many bytes (default 512).
     pub granule: usize,
-    /// Virtual ranges or regions (default [`Mode::Auto`]).
-    pub mode: Mode,
+    /// Virtual ranges or regions (default [`TlsfMode::Auto`]).
+    pub mode: TlsfMode,
     /// Bytes of address space reserved per range in virtual mode (`None`, the
     /// default: the device's total memory rounded up to the page size). A request
     /// larger than the free room gets a range of its own size.
@@ -51,7 +51,7 @@ impl Default for TlsfConfig {
     fn default() -> Self {
         TlsfConfig {
             granule: 512,
-            mode: Mode::Auto,
+            mode: TlsfMode::Auto,
             range_size: None,
             region_chunk: 64 << 20,
             pages: VmConfig::default(),
@@ -66,7 +66,7 @@ impl TlsfConfig {
         self
     }
     /// Another mode.
-    pub fn mode(mut self, mode: Mode) -> Self {
+    pub fn mode(mut self, mode: TlsfMode) -> Self {
         self.mode = mode;
         self
     }

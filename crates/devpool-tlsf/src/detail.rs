@@ -1,6 +1,6 @@
 //! [`TlsfDetail`]: what a pool holds, block by block and page by page.
 
-use crate::config::Mode;
+use crate::config::TlsfMode;
 use crate::pool::TlsfPool;
 use devpool_core::human_bytes;
 use devpool_vm::VmDetail;
@@ -9,8 +9,8 @@ use std::fmt;
 /// A snapshot of a pool's blocks, and of its page layer in virtual mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TlsfDetail {
-    /// [`Mode::Virtual`] or [`Mode::Region`].
-    pub mode: Mode,
+    /// [`TlsfMode::Virtual`] or [`TlsfMode::Region`].
+    pub mode: TlsfMode,
     /// Reserved ranges (virtual mode) or regions (region mode) held.
     pub spans: usize,
     /// Bytes of those spans (address space in virtual mode).
@@ -33,7 +33,7 @@ pub struct TlsfDetail {
 impl fmt::Display for TlsfDetail {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.mode {
-            Mode::Region => write!(
+            TlsfMode::Region => write!(
                 f,
                 "{} free in {} blocks (largest {}) over {} regions of {} in all",
                 human_bytes(self.free_bytes),

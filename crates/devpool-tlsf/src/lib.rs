@@ -10,7 +10,7 @@
 //!   two), found through two levels of bitmaps: allocation and free are O(1). Blocks
 //!   are split on allocation (sizes rounded to a 512-byte granule) and merged with
 //!   both address neighbours on free.
-//! - Virtual mode ([`Mode::Virtual`]): one large reserved address range, blocks packed
+//! - Virtual mode ([`TlsfMode::Virtual`]): one large reserved address range, blocks packed
 //!   contiguously so neighbours share pages. The pages themselves belong to the page
 //!   layer ([`devpool_vm::PageLayer`]), shared with the buddy strategy: it maps what
 //!   a new block is missing (one call per run, the last run rounded up to a batch of
@@ -26,7 +26,7 @@
 //!   back every unused page and empty ranges but one (address space costs no
 //!   memory); on a backend out-of-memory the pool gives back its unused pages and
 //!   retries once.
-//! - Region mode ([`Mode::Region`]): the same lists over regions taken in chunks of at
+//! - Region mode ([`TlsfMode::Region`]): the same lists over regions taken in chunks of at
 //!   least 64 MiB; wholly free regions go back on trim and when the memory held
 //!   without a live block is over the same bound.
 //! - Alignment: any power of two up to the page size.
@@ -61,7 +61,7 @@ mod pool;
 mod span;
 mod vm;
 
-pub use config::{Mode, TlsfConfig};
+pub use config::{TlsfConfig, TlsfMode};
 pub use detail::TlsfDetail;
 pub use devpool_vm::{VmConfig, VmDetail};
 pub use pool::{tlsf, TlsfPool};

@@ -1,6 +1,6 @@
 //! [`TlsfPool`]: the single-stream pool, and [`tlsf`], the allocator made of them.
 
-use crate::config::{Mode, TlsfConfig};
+use crate::config::{TlsfConfig, TlsfMode};
 use crate::index::{Index, State};
 use crate::span::Span;
 use devpool_core::{
@@ -88,18 +88,18 @@ pub fn tlsf(backend: impl IntoBackend, cfg: TlsfConfig) -> StreamOrdered<TlsfPoo
     })
 }
 
-fn resolve(backend: &dyn Backend, mode: Mode) -> bool {
+fn resolve(backend: &dyn Backend, mode: TlsfMode) -> bool {
     match mode {
-        Mode::Virtual => true,
-        Mode::Region => false,
-        Mode::Auto => backend.supports_virtual(),
+        TlsfMode::Virtual => true,
+        TlsfMode::Region => false,
+        TlsfMode::Auto => backend.supports_virtual(),
     }
 }
 
 impl TlsfPool {
     /// A pool over `backend`. Nothing is taken from the backend until the first
     /// allocation. Settings out of range are brought into range (see [`TlsfConfig`]);
-    /// [`Mode::Virtual`] on a backend without virtual memory makes every allocation
+    /// [`TlsfMode::Virtual`] on a backend without virtual memory makes every allocation
     /// fail with [`Error::Unsupported`].
     pub fn new(backend: impl IntoBackend, cfg: TlsfConfig) -> Self {
         let backend = backend.into_backend();
@@ -139,12 +139,12 @@ impl TlsfPool {
         &self.cfg
     }
 
-    /// The mode in force: [`Mode::Virtual`] or [`Mode::Region`].
-    pub fn mode(&self) -> Mode {
+    /// The mode in force: [`TlsfMode::Virtual`] or [`TlsfMode::Region`].
+    pub fn mode(&self) -> TlsfMode {
         if self.is_virtual {
-            Mode::Virtual
+            TlsfMode::Virtual
         } else {
-            Mode::Region
+            TlsfMode::Region
         }
     }
 

@@ -1,13 +1,13 @@
 //! The shared conformance suite, in virtual mode and in region mode.
 use devpool_core::MockBackend;
-use devpool_tlsf::{tlsf, Mode, TlsfConfig};
+use devpool_tlsf::{tlsf, TlsfConfig, TlsfMode};
 use std::sync::Arc;
 
 mod virtual_mode {
     use super::*;
     devpool_core::conformance_tests!(|mock: Arc<MockBackend>| tlsf(
         mock,
-        TlsfConfig::default().mode(Mode::Virtual)
+        TlsfConfig::default().mode(TlsfMode::Virtual)
     ));
 }
 
@@ -15,7 +15,7 @@ mod region_mode {
     use super::*;
     devpool_core::conformance_tests!(|mock: Arc<MockBackend>| tlsf(
         mock,
-        TlsfConfig::default().mode(Mode::Region)
+        TlsfConfig::default().mode(TlsfMode::Region)
     ));
 }
 
@@ -25,7 +25,7 @@ mod virtual_mode_eager_unmap {
     devpool_core::conformance_tests!(|mock: Arc<MockBackend>| tlsf(
         mock,
         TlsfConfig::default()
-            .mode(Mode::Virtual)
+            .mode(TlsfMode::Virtual)
             .cache(0, 0.0)
             .window_ops(16)
     ));

@@ -5,7 +5,7 @@ use devpool_core::testing::Rng;
 use devpool_core::{
     Allocator, Backend, Block, Error, FaultOn, MockBackend, MockConfig, Pool, Request,
 };
-use devpool_tlsf::{tlsf, Mode, TlsfConfig, TlsfPool};
+use devpool_tlsf::{tlsf, TlsfConfig, TlsfMode, TlsfPool};
 
 fn exact(pool: &TlsfPool, mock: &MockBackend) {
     pool.verify().unwrap();
@@ -30,7 +30,7 @@ fn verify(mock: &MockBackend, b: &Block, tag: u8) {
     );
 }
 
-fn run(mode: Mode, fault: FaultOn) {
+fn run(mode: TlsfMode, fault: FaultOn) {
     let mock = MockBackend::shared_with(MockConfig::default().host_backed().capacity(2 << 30));
     let cfg = TlsfConfig::default()
         .mode(mode)
@@ -87,18 +87,18 @@ fn run(mode: Mode, fault: FaultOn) {
 
 #[test]
 fn map_faults_in_virtual_mode() {
-    run(Mode::Virtual, FaultOn::Map);
+    run(TlsfMode::Virtual, FaultOn::Map);
 }
 
 #[test]
 fn region_faults_in_region_mode() {
-    run(Mode::Region, FaultOn::Region);
+    run(TlsfMode::Region, FaultOn::Region);
 }
 
 #[test]
 fn reserve_fault_is_an_error_and_the_next_call_works() {
     let mock = MockBackend::shared();
-    let pool = TlsfPool::new(mock.clone(), TlsfConfig::default().mode(Mode::Virtual));
+    let pool = TlsfPool::new(mock.clone(), TlsfConfig::default().mode(TlsfMode::Virtual));
     mock.fail_nth(FaultOn::Reserve, 1);
     assert!(pool.allocate(&Request::new(1 << 20)).is_err());
     let b = pool.allocate(&Request::new(1 << 20)).unwrap();
@@ -114,7 +114,7 @@ fn out_of_memory_gives_back_unused_pages_and_retries() {
     let pool = TlsfPool::new(
         mock.clone(),
         TlsfConfig::default()
-            .mode(Mode::Virtual)
+            .mode(TlsfMode::Virtual)
             .cache(1 << 30, 1.0),
     );
     let a = pool.allocate(&Request::new(40 << 20)).unwrap();

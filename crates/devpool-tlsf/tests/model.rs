@@ -5,7 +5,7 @@
 //! bytes the backend has handed out. At the end everything is freed: each span is
 //! one free block again, and trim gives everything back.
 use devpool_core::{Backend, Block, MockBackend, Pool, Request};
-use devpool_tlsf::{Mode, TlsfConfig, TlsfPool};
+use devpool_tlsf::{TlsfConfig, TlsfMode, TlsfPool};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -31,7 +31,11 @@ fn config() -> impl Strategy<Value = TlsfConfig> {
     (any::<bool>(), 1usize..6, 0usize..3, 1u64..64, 8u32..=13).prop_map(
         |(virt, batch, floor, window, granule_log)| {
             TlsfConfig::default()
-                .mode(if virt { Mode::Virtual } else { Mode::Region })
+                .mode(if virt {
+                    TlsfMode::Virtual
+                } else {
+                    TlsfMode::Region
+                })
                 .granule(1 << granule_log)
                 // Small ranges and chunks, so that pools need several of them.
                 .range_size(48 << 20)
@@ -128,7 +132,7 @@ proptest! {
         prop_assert_eq!(mock.counters().bytes_in_use.current, 0);
         let d = pool.detail();
         prop_assert!(d.spans <= 1 && d.pages.mapped_pages == 0, "at most one empty range stays: {:?}", d);
-        if !pool.mode().eq(&Mode::Virtual) {
+        if !pool.mode().eq(&TlsfMode::Virtual) {
             prop_assert_eq!(d.spans, 0);
         }
     }

@@ -1,7 +1,7 @@
 //! The page cache policy and the placement: packing, steady state without backend
 //! calls, a bounded cache, trim, and the unmapping order.
 use devpool_core::{Backend, Block, MockBackend, MockConfig, Pool, Request};
-use devpool_tlsf::{Mode, TlsfConfig, TlsfPool, VmConfig};
+use devpool_tlsf::{TlsfConfig, TlsfMode, TlsfPool, VmConfig};
 
 const MIB: usize = 1 << 20;
 
@@ -9,7 +9,7 @@ const MIB: usize = 1 << 20;
 /// can go (chunks are tested in the page layer's own tests).
 fn pool(cfg: TlsfConfig) -> (std::sync::Arc<MockBackend>, TlsfPool) {
     let mock = MockBackend::shared();
-    let p = TlsfPool::new(mock.clone(), cfg.mode(Mode::Virtual).chunk_pages(1));
+    let p = TlsfPool::new(mock.clone(), cfg.mode(TlsfMode::Virtual).chunk_pages(1));
     (mock, p)
 }
 
@@ -242,7 +242,7 @@ fn requests_beyond_a_range_get_their_own_and_beyond_the_device_fail() {
     let p = TlsfPool::new(
         mock.clone(),
         TlsfConfig::default()
-            .mode(Mode::Virtual)
+            .mode(TlsfMode::Virtual)
             .range_size(64 * MIB),
     );
     let a = p.allocate(&Request::new(48 * MIB)).unwrap();
@@ -274,7 +274,7 @@ fn requests_beyond_a_range_get_their_own_and_beyond_the_device_fail() {
 fn region_mode_takes_chunks_and_returns_empty_ones_on_trim() {
     let mock = MockBackend::shared_with(MockConfig::default().without_virtual());
     let p = TlsfPool::new(mock.clone(), TlsfConfig::default().region_chunk(64 * MIB));
-    assert_eq!(p.mode(), Mode::Region);
+    assert_eq!(p.mode(), TlsfMode::Region);
     let small: Vec<Block> = (0..10)
         .map(|_| p.allocate(&Request::new(5 * MIB)).unwrap())
         .collect();
@@ -295,13 +295,13 @@ fn region_mode_takes_chunks_and_returns_empty_ones_on_trim() {
 #[test]
 fn virtual_mode_needs_a_backend_with_virtual_memory() {
     let mock = MockBackend::shared_with(MockConfig::default().without_virtual());
-    let p = TlsfPool::new(mock.clone(), TlsfConfig::default().mode(Mode::Virtual));
+    let p = TlsfPool::new(mock.clone(), TlsfConfig::default().mode(TlsfMode::Virtual));
     assert!(matches!(
         p.allocate(&Request::new(MIB)),
         Err(devpool_core::Error::Unsupported(_))
     ));
     let auto = TlsfPool::new(mock, TlsfConfig::default());
-    assert_eq!(auto.mode(), Mode::Region);
+    assert_eq!(auto.mode(), TlsfMode::Region);
     let b = auto.allocate(&Request::new(MIB)).unwrap();
     auto.deallocate(&b).unwrap();
 }

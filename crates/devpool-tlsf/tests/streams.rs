@@ -87,12 +87,12 @@ fn record_stream_holds_the_block_until_that_stream_is_done() {
 #[test]
 fn pages_go_back_only_after_the_stream_passed_the_free() {
     use devpool_core::{Backend, Pool};
-    use devpool_tlsf::{Mode, TlsfPool, VmConfig};
+    use devpool_tlsf::{TlsfMode, TlsfPool, VmConfig};
     let mock = MockBackend::shared_with(MockConfig::default().host_backed().manual_events());
     let s = mock.create_stream().unwrap();
     // No cache at all, a window of one operation: the policy gives unused pages back
     // at every free.
-    let cfg = TlsfConfig::default().mode(Mode::Virtual).pages(
+    let cfg = TlsfConfig::default().mode(TlsfMode::Virtual).pages(
         VmConfig::default()
             .cache(0, 0.0)
             .window_ops(1)

@@ -111,7 +111,8 @@ impl PageLayer {
     /// A layer over `backend` (which must support virtual memory for
     /// [`reserve`](Self::reserve) to succeed). Settings out of range are brought into
     /// range.
-    pub fn new(backend: Arc<dyn Backend>, cfg: VmConfig) -> Self {
+    pub fn new(backend: impl devpool_core::IntoBackend, cfg: VmConfig) -> Self {
+        let backend = backend.into_backend();
         let page = backend
             .granularity()
             .max(devpool_core::MIN_ALIGN)

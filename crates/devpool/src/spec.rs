@@ -7,7 +7,7 @@ use devpool_core::{direct, Allocator, IntoBackend};
 use devpool_hybrid::{HybridConfig, LargeStrategy};
 use devpool_ring::RingConfig;
 use devpool_slab::SlabConfig;
-use devpool_tlsf::{Mode as TlsfMode, TlsfConfig};
+use devpool_tlsf::{TlsfConfig, TlsfMode};
 use std::fmt;
 use std::str::FromStr;
 

@@ -6,7 +6,7 @@
 
 use devpool_core::{Backend, EventId, Pool, Request, StreamId};
 use devpool_cuda::CudaBackend;
-use devpool_tlsf::{Mode, TlsfConfig, TlsfPool, VmConfig};
+use devpool_tlsf::{TlsfConfig, TlsfMode, TlsfPool, VmConfig};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -102,7 +102,7 @@ fn pages_go_back_after_their_stream_passed_and_nothing_waits_for_the_device() {
     // No cache, a window of one operation: unused pages are given back at once.
     let pool = TlsfPool::new(
         backend,
-        TlsfConfig::default().mode(Mode::Virtual).pages(
+        TlsfConfig::default().mode(TlsfMode::Virtual).pages(
             VmConfig::default()
                 .cache(0, 0.0)
                 .window_ops(1)
@@ -185,7 +185,7 @@ fn moved_memory_serves_a_new_block_with_its_data_intact_elsewhere() {
     // A large cache, so the freed block's pages stay; no batch.
     let pool = TlsfPool::new(
         backend,
-        TlsfConfig::default().mode(Mode::Virtual).pages(
+        TlsfConfig::default().mode(TlsfMode::Virtual).pages(
             VmConfig::default()
                 .cache(0, 0.0)
                 .map_batch_pages(1)

@@ -151,7 +151,7 @@ fn main() {
             breakdown::run(
                 &t,
                 small_max,
-                devpool_tlsf::TlsfConfig::default().mode(devpool_tlsf::Mode::Virtual),
+                devpool_tlsf::TlsfConfig::default().mode(devpool_tlsf::TlsfMode::Virtual),
             );
         }
         return;

@@ -1,4 +1,4 @@
-//! Arenas: the spans a pool runs the buddy algorithm over, and the pool's state behind
+//! Spans: the spans a pool runs the buddy algorithm over, and the pool's state behind
 //! its lock.
 
 use crate::rounding::Rounding;
@@ -6,8 +6,8 @@ use crate::tree::Tree;
 use devpool_core::{Gauge, Stats};
 use devpool_vm::{PageLayer, RangeId};
 
-/// One arena: a backend region, or a reserved range of the page layer.
-pub(crate) struct Arena {
+/// One span: a backend region, or a reserved range of the page layer.
+pub(crate) struct Span {
     /// First address.
     pub base: u64,
     /// Log2 of its size: its root block's order.
@@ -18,7 +18,7 @@ pub(crate) struct Arena {
     pub range: Option<RangeId>,
 }
 
-impl Arena {
+impl Span {
     /// Bytes spanned.
     pub fn size(&self) -> u64 {
         1 << self.order
@@ -79,9 +79,9 @@ impl Tally {
 /// Everything a pool changes under its lock.
 pub(crate) struct Inner {
     pub tree: Tree,
-    /// Arenas by index; `None` for slots given back.
-    pub arenas: Vec<Option<Arena>>,
-    /// Indices of the arenas, by base address.
+    /// Spans by index; `None` for slots given back.
+    pub spans: Vec<Option<Span>>,
+    /// Indices of the spans, by base address.
     pub by_base: Vec<u32>,
     /// Ranges, pages and the unmapping policy (virtual mode).
     pub vm: PageLayer,
@@ -95,7 +95,7 @@ impl Inner {
     pub fn new(quick_depth: u32, track: bool, rounding: Rounding, vm: PageLayer) -> Self {
         Inner {
             tree: Tree::new(quick_depth, track, rounding),
-            arenas: Vec::new(),
+            spans: Vec::new(),
             by_base: Vec::new(),
             vm,
             tally: Tally::default(),
@@ -103,52 +103,52 @@ impl Inner {
         }
     }
 
-    /// The arena at `i`. Every node names a live arena, so this holds for any node's.
+    /// The span at `i`. Every node names a live span, so this holds for any node's.
     #[inline]
-    pub fn arena(&self, i: u32) -> &Arena {
-        self.arenas[i as usize]
+    pub fn span(&self, i: u32) -> &Span {
+        self.spans[i as usize]
             .as_ref()
-            .expect("nodes only name arenas that exist")
+            .expect("nodes only name spans that exist")
     }
 
-    /// The arena at `i`, to change.
+    /// The span at `i`, to change.
     #[inline]
-    pub fn arena_mut(&mut self, i: u32) -> &mut Arena {
-        self.arenas[i as usize]
+    pub fn span_mut(&mut self, i: u32) -> &mut Span {
+        self.spans[i as usize]
             .as_mut()
-            .expect("nodes only name arenas that exist")
+            .expect("nodes only name spans that exist")
     }
 
-    /// Put `arena` in a free slot; returns its index.
-    pub fn add_arena(&mut self, arena: Arena) -> u32 {
-        let base = arena.base;
-        let i = match self.arenas.iter().position(Option::is_none) {
+    /// Put `span` in a free slot; returns its index.
+    pub fn add_span(&mut self, span: Span) -> u32 {
+        let base = span.base;
+        let i = match self.spans.iter().position(Option::is_none) {
             Some(i) => {
-                self.arenas[i] = Some(arena);
+                self.spans[i] = Some(span);
                 i
             }
             None => {
-                self.arenas.push(Some(arena));
-                self.arenas.len() - 1
+                self.spans.push(Some(span));
+                self.spans.len() - 1
             }
         };
-        let at = self.by_base.partition_point(|&j| self.arena(j).base < base);
+        let at = self.by_base.partition_point(|&j| self.span(j).base < base);
         self.by_base.insert(at, i as u32);
         i as u32
     }
 
-    /// Forget arena `i` (its memory went back to the backend).
-    pub fn remove_arena(&mut self, i: u32) {
-        self.arenas[i as usize] = None;
+    /// Forget span `i` (its memory went back to the backend).
+    pub fn remove_span(&mut self, i: u32) {
+        self.spans[i as usize] = None;
         self.by_base.retain(|&j| j != i);
-        while matches!(self.arenas.last(), Some(None)) {
-            self.arenas.pop();
+        while matches!(self.spans.last(), Some(None)) {
+            self.spans.pop();
         }
     }
 
-    /// Index of the arena holding `addr`, if any.
-    pub fn arena_of(&self, addr: u64) -> Option<u32> {
-        self.arenas.iter().enumerate().find_map(|(i, a)| {
+    /// Index of the span holding `addr`, if any.
+    pub fn span_of(&self, addr: u64) -> Option<u32> {
+        self.spans.iter().enumerate().find_map(|(i, a)| {
             a.as_ref()
                 .filter(|a| addr >= a.base && addr - a.base < a.size())
                 .map(|_| i as u32)
