@@ -452,10 +452,10 @@ impl RingPool {
     /// The ring's own figures.
     pub fn detail(&self) -> RingDetail {
         let g = self.inner.lock();
-        self.ring_stats_locked(&g)
+        self.detail_locked(&g)
     }
 
-    fn ring_stats_locked(&self, g: &Inner) -> RingDetail {
+    fn detail_locked(&self, g: &Inner) -> RingDetail {
         let mut s = RingDetail {
             rings: g.units.len(),
             held_bytes: self.held(g).current,
@@ -532,7 +532,7 @@ impl RingPool {
             self.mode(),
             devpool_core::human_bytes(self.capacity),
             self.policy(),
-            self.ring_stats_locked(g)
+            self.detail_locked(g)
         )
     }
 
