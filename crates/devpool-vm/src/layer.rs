@@ -260,10 +260,11 @@ impl PageLayer {
         Ok(rg)
     }
 
-    /// Pages that bytes `[lo, hi)` of range `r` touch and that are not mapped
-    /// (retiring pages count as mapped: a block placed there keeps them).
+    /// Pages that bytes `[lo, hi)` of range `r` touch, and how many of them are
+    /// mapped here (retiring pages count: a block placed there keeps them; pages
+    /// whose memory moved away do not). `(0, 0)` for bytes outside the range.
     #[inline]
-    pub fn missing(&self, r: RangeId, lo: u64, hi: u64) -> usize {
+    fn touched_mapped(&self, r: RangeId, lo: u64, hi: u64) -> (usize, usize) {
         match self.checked(r, lo, hi) {
             Ok(rg) => {
                 let (a, b) = rg.touched(self.shift, lo, hi);
@@ -272,10 +273,18 @@ impl PageLayer {
                 } else {
                     0
                 };
-                (b - a) - rg.mapped.count(a, b) + moved
+                (b - a, rg.mapped.count(a, b) - moved)
             }
-            Err(_) => 0,
+            Err(_) => (0, 0),
         }
+    }
+
+    /// Pages that bytes `[lo, hi)` of range `r` touch and that are not mapped
+    /// (retiring pages count as mapped: a block placed there keeps them).
+    #[inline]
+    pub fn missing(&self, r: RangeId, lo: u64, hi: u64) -> usize {
+        let (touched, mapped) = self.touched_mapped(r, lo, hi);
+        touched - mapped
     }
 
     /// The first address in bytes `[lo, hi)` of range `r` (a free block of the
@@ -309,18 +318,7 @@ impl PageLayer {
     /// Pages that bytes `[lo, hi)` of range `r` touch and that are mapped.
     #[inline]
     pub fn mapped_in(&self, r: RangeId, lo: u64, hi: u64) -> usize {
-        match self.checked(r, lo, hi) {
-            Ok(rg) => {
-                let (a, b) = rg.touched(self.shift, lo, hi);
-                let moved = if self.n.moved > 0 {
-                    rg.moved.count(a, b)
-                } else {
-                    0
-                };
-                rg.mapped.count(a, b) - moved
-            }
-            Err(_) => 0,
-        }
+        self.touched_mapped(r, lo, hi).1
     }
 
     /// A block now covers bytes `[lo, hi)` of range `r`, carved from free room
