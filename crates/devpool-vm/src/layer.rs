@@ -408,10 +408,16 @@ impl PageLayer {
 impl Drop for PageLayer {
     fn drop(&mut self) {
         // Work queued on the streams that used these pages must be done before they
-        // go back; errors have nobody to go to.
+        // go back. Dropping the pool is no allocation or free: it may wait for the
+        // device, which also spares naming streams the program may have destroyed
+        // since. Errors have nobody to go to.
         if self.n.mapped > 0 {
-            for &s in &self.streams {
-                let _ = self.backend.synchronize(s);
+            if let Err(devpool_core::BackendError::Unsupported(_)) =
+                self.backend.synchronize_device()
+            {
+                for &s in &self.streams {
+                    let _ = self.backend.synchronize(s);
+                }
             }
         }
         let _ = self.poll(true);

@@ -82,6 +82,7 @@ fn variants() -> Vec<Variant> {
         ("chunk-16", pages(|p| p.chunk_pages(16))),
         ("batch-8", pages(|p| p.map_batch_pages(8))),
         ("batch-32", pages(|p| p.map_batch_pages(32))),
+        ("batch-64", pages(|p| p.map_batch_pages(64))),
         ("no-cap", pages(|p| p.batch_cap(0))),
         ("floor-32M", pages(|p| p.floor_max(1.0))),
         ("floor-0", pages(|p| p.cache(0, 0.0))),
