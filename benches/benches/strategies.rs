@@ -4,9 +4,10 @@
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use devpool::MockBackend;
 use devpool::StrategySpec;
 use devpool_benches::RandomLoop;
-use devpool_core::{Allocator, MockBackend};
+use devpool_core::Allocator;
 use std::hint::black_box;
 
 const STRATEGIES: &[&str] = &["direct", "slab", "buddy-virtual", "tlsf-virtual", "hybrid"];

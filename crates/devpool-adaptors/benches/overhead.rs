@@ -5,7 +5,8 @@
 #![allow(missing_docs)]
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use devpool_adaptors::{Guarded, Limit, Logging, OomRetry, Statistics, Tracking};
-use devpool_core::{Allocator, MockBackend, MockConfig};
+use devpool_core::Allocator;
+use devpool_testing::{MockBackend, MockConfig};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;

@@ -37,7 +37,8 @@ struct Entry {
 ///
 /// ```
 /// use devpool_adaptors::Guarded;
-/// use devpool_core::{direct, Allocator, Backend, Error, MockBackend, MockConfig};
+/// use devpool_core::{direct, Allocator, Backend, Error};
+/// use devpool_testing::{MockBackend, MockConfig};
 /// let mock = MockBackend::shared_with(MockConfig::default().host_backed());
 /// let a = Guarded::new(direct(mock.clone()));
 /// let b = a.alloc(1000).unwrap();

@@ -19,7 +19,8 @@
 //!
 //! ```
 //! use devpool_adaptors::{Limit, Logging, Statistics, Tracking};
-//! use devpool_core::{direct, Allocator, MockBackend};
+//! use devpool_core::{direct, Allocator};
+//! use devpool_testing::MockBackend;
 //!
 //! let alloc = Statistics::new(Limit::new(
 //!     Logging::new(Tracking::new(direct(MockBackend::shared())), Vec::new()),
@@ -40,7 +41,8 @@
 //! not compile:
 //!
 //! ```compile_fail
-//! use devpool_core::{direct, DeviceBuffer, MockBackend, StreamId};
+//! use devpool_core::{direct, DeviceBuffer, StreamId};
+//! use devpool_testing::MockBackend;
 //! let alloc = direct(MockBackend::shared());
 //! let buf = DeviceBuffer::<u8>::new(&alloc, 16, StreamId::DEFAULT).unwrap();
 //! drop(alloc); // error: `alloc` is still borrowed by `buf`

@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 ///
 /// ```
 /// use devpool_adaptors::Limit;
-/// use devpool_core::{direct, Allocator, Error, MockBackend};
+/// use devpool_core::{direct, Allocator, Error};
+/// use devpool_testing::MockBackend;
 /// let a = Limit::new(direct(MockBackend::shared()), 1 << 20);
 /// let b = a.alloc(768 << 10).unwrap();
 /// let e = a.alloc(512 << 10).unwrap_err();

@@ -51,7 +51,8 @@ fn time_of_day() -> u64 {
 ///
 /// ```
 /// use devpool_adaptors::Logging;
-/// use devpool_core::{direct, Allocator, MockBackend};
+/// use devpool_core::{direct, Allocator};
+/// use devpool_testing::MockBackend;
 /// let a = Logging::new(direct(MockBackend::shared()), Vec::new());
 /// let b = a.alloc(37632).unwrap();
 /// a.free(b).unwrap();

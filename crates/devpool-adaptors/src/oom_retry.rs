@@ -27,7 +27,8 @@ pub type OomCallback = Box<dyn Fn(&Error, u32) -> bool + Send + Sync>;
 ///
 /// ```
 /// use devpool_adaptors::OomRetry;
-/// use devpool_core::{direct, Allocator, MockBackend, MockConfig};
+/// use devpool_core::{direct, Allocator};
+/// use devpool_testing::{MockBackend, MockConfig};
 /// let mock = MockBackend::shared_with(MockConfig::default().capacity(64 << 20));
 /// let m = mock.clone();
 /// let a = OomRetry::new(direct(mock.clone())).on_oom(move |_err, attempt| {

@@ -134,7 +134,8 @@ impl Tally {
 ///
 /// ```
 /// use devpool_adaptors::Statistics;
-/// use devpool_core::{direct, Allocator, MockBackend};
+/// use devpool_core::{direct, Allocator};
+/// use devpool_testing::MockBackend;
 /// let a = Statistics::new(direct(MockBackend::shared()));
 /// let x = a.alloc(1000).unwrap();
 /// let y = a.alloc(3000).unwrap();

@@ -32,7 +32,8 @@ struct Entry {
 ///
 /// ```
 /// use devpool_adaptors::Tracking;
-/// use devpool_core::{direct, Allocator, MockBackend};
+/// use devpool_core::{direct, Allocator};
+/// use devpool_testing::MockBackend;
 /// use std::sync::{Arc, Mutex};
 /// let seen = Arc::new(Mutex::new(0));
 /// let s = seen.clone();

@@ -8,10 +8,9 @@
 mod common;
 
 use common::{check_tag, write_tag};
-use devpool_core::testing::{assert_empty, check_blocks};
-use devpool_core::{
-    Allocator, Backend, Block, Error, FaultOn, MockBackend, MockConfig, Request, Rng, StreamId,
-};
+use devpool_core::{Allocator, Backend, Block, Error, Request, Rng, StreamId};
+use devpool_testing::conformance::{assert_empty, check_blocks};
+use devpool_testing::{FaultOn, MockBackend, MockConfig};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -3,11 +3,12 @@
 mod common;
 
 use devpool_adaptors::{Limit, Logging, Statistics, Tracking};
-use devpool_core::testing::{assert_empty, check_blocks};
 use devpool_core::{
-    direct, Allocator, Backend, Block, DeviceId, DevicePtr, DirectPool, Error, MockBackend,
-    MockConfig, Request, StreamId, StreamOrdered,
+    direct, Allocator, Backend, Block, DeviceId, DevicePtr, DirectPool, Error, Request, StreamId,
+    StreamOrdered,
 };
+use devpool_testing::conformance::{assert_empty, check_blocks};
+use devpool_testing::{MockBackend, MockConfig};
 use std::sync::Arc;
 
 type Make = dyn Fn(Arc<MockBackend>) -> Box<dyn Allocator> + Sync;

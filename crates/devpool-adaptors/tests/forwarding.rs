@@ -3,8 +3,9 @@
 //! (their counts would go stale), only through those that keep none.
 use devpool_adaptors::{Limit, OomRetry, Statistics, Tracking};
 use devpool_arena::{arena, ArenaConfig};
-use devpool_core::{Allocator, MockBackend, Reuse};
+use devpool_core::{Allocator, Reuse};
 use devpool_hybrid::{hybrid, HybridConfig};
+use devpool_testing::MockBackend;
 
 #[test]
 fn parts_and_reuse_pass_through() {

@@ -2,9 +2,9 @@
 //! freed all the same.
 use devpool_adaptors::{Guarded, GUARD_PATTERN};
 use devpool_core::{
-    direct, Allocator, Backend, BackendError, Block, DeviceId, DevicePtr, Error, MockBackend,
-    MockConfig, Request, StreamId,
+    direct, Allocator, Backend, BackendError, Block, DeviceId, DevicePtr, Error, Request, StreamId,
 };
+use devpool_testing::{MockBackend, MockConfig};
 use std::sync::Arc;
 
 fn host() -> Arc<MockBackend> {
@@ -74,7 +74,7 @@ fn clean_blocks_free_cleanly_and_keep_their_data() {
         mock.memset(b.ptr, i as u8 + 1, b.size, b.stream).unwrap();
         blocks.push((b, i as u8 + 1));
     }
-    devpool_core::testing::check_blocks(&blocks.iter().map(|x| x.0).collect::<Vec<_>>());
+    devpool_testing::conformance::check_blocks(&blocks.iter().map(|x| x.0).collect::<Vec<_>>());
     for (b, tag) in blocks {
         let mut back = vec![0u8; b.size];
         mock.copy_to_host(&mut back, b.ptr, b.stream).unwrap();

@@ -3,9 +3,9 @@ mod common;
 
 use devpool_adaptors::{Limit, Statistics};
 use devpool_core::{
-    direct, Allocator, Backend, Block, Error, MockBackend, MockConfig, Request, Result, Rng, Stats,
-    StreamId,
+    direct, Allocator, Backend, Block, Error, Request, Result, Rng, Stats, StreamId,
 };
+use devpool_testing::{MockBackend, MockConfig};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 

@@ -3,7 +3,8 @@
 mod common;
 
 use devpool_adaptors::Logging;
-use devpool_core::{direct, Allocator, Block, MockBackend, MockConfig, Request, Rng, StreamId};
+use devpool_core::{direct, Allocator, Block, Request, Rng, StreamId};
+use devpool_testing::{MockBackend, MockConfig};
 use devpool_trace::RMM_CSV_HEADER;
 use std::collections::HashSet;
 use std::io::{self, Write};

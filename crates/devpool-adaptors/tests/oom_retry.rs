@@ -4,9 +4,9 @@ mod common;
 use common::CountTrims;
 use devpool_adaptors::OomRetry;
 use devpool_core::{
-    direct, Allocator, Backend, BackendError, Block, Error, MockBackend, MockConfig, Pool, Request,
-    Result, Stats, StreamId,
+    direct, Allocator, Backend, BackendError, Block, Error, Pool, Request, Result, Stats, StreamId,
 };
+use devpool_testing::{MockBackend, MockConfig};
 use parking_lot::Mutex;
 use std::sync::Arc;
 
@@ -53,12 +53,12 @@ fn trim_frees_the_cache_that_blocked_the_request() {
 
 /// A single caching pool used as an allocator, with no retry of its own: it fails
 /// as soon as the backend does, cache or not.
-struct NoRetry(common::ReusePool, Arc<dyn Backend>);
+struct NoRetry(devpool_testing::fixtures::CachingPool, Arc<dyn Backend>);
 
 impl NoRetry {
     fn new(mock: Arc<MockBackend>) -> Self {
         let b: Arc<dyn Backend> = mock;
-        NoRetry(common::ReusePool::new(b.clone()), b)
+        NoRetry(devpool_testing::fixtures::CachingPool::new(b.clone()), b)
     }
 }
 

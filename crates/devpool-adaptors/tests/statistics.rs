@@ -1,6 +1,7 @@
 //! `Statistics`: counts, peaks, totals and the histogram match a model of the run.
 use devpool_adaptors::{size_bucket, Statistics, HISTOGRAM_BUCKETS};
-use devpool_core::{direct, Allocator, Block, MockBackend, MockConfig, Request, Rng};
+use devpool_core::{direct, Allocator, Block, Request, Rng};
+use devpool_testing::{MockBackend, MockConfig};
 use std::sync::Arc;
 
 /// What the counters must say, kept by the test alongside the run.

@@ -2,7 +2,8 @@
 mod common;
 
 use devpool_adaptors::{LeakReport, Tracking};
-use devpool_core::{direct, Allocator, Backend, Block, MockBackend, Rng, StreamId};
+use devpool_core::{direct, Allocator, Backend, Block, Rng, StreamId};
+use devpool_testing::MockBackend;
 use parking_lot::Mutex;
 use std::collections::HashSet;
 use std::sync::Arc;

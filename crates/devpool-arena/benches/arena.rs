@@ -4,8 +4,9 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use devpool_arena::{arena, ArenaConfig, ArenaPool};
-use devpool_core::testing::Rng;
-use devpool_core::{Allocator, MockBackend, Pool, Request};
+use devpool_core::{Allocator, Pool, Request};
+use devpool_testing::conformance::Rng;
+use devpool_testing::MockBackend;
 use std::time::Duration;
 
 fn frame(c: &mut Criterion) {

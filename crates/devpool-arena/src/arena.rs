@@ -44,7 +44,8 @@ pub struct Arena {
 ///
 /// ```
 /// use devpool_arena::{arena, ArenaConfig};
-/// use devpool_core::{Allocator, MockBackend};
+/// use devpool_core::Allocator;
+/// use devpool_testing::MockBackend;
 /// let a = arena(MockBackend::shared(), ArenaConfig::default());
 /// for _frame in 0..3 {
 ///     let x = a.alloc(4096).unwrap();

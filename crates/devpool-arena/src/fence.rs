@@ -87,7 +87,7 @@ impl Fence {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use devpool_core::{MockBackend, MockConfig};
+    use devpool_testing::{MockBackend, MockConfig};
 
     #[test]
     fn settles_when_streams_complete() {

@@ -28,7 +28,8 @@
 //!
 //! ```
 //! use devpool_arena::{arena, ArenaConfig};
-//! use devpool_core::{Allocator, MockBackend, Request};
+//! use devpool_core::{Allocator, Request};
+//! use devpool_testing::MockBackend;
 //! let a = arena(MockBackend::shared(), ArenaConfig::default());
 //! let x = a.alloc(1000).unwrap();
 //! let y = a.allocate(Request::new(5000).with_align(4096)).unwrap();

@@ -73,7 +73,8 @@ struct Inner {
 ///
 /// ```
 /// use devpool_arena::{ArenaConfig, ArenaPool};
-/// use devpool_core::{MockBackend, Pool, Request};
+/// use devpool_core::{Pool, Request};
+/// use devpool_testing::MockBackend;
 /// let pool = ArenaPool::new(MockBackend::shared(), ArenaConfig::default());
 /// let a = pool.allocate(&Request::new(1000)).unwrap();
 /// let b = pool.allocate(&Request::new(1000)).unwrap();

@@ -1,8 +1,9 @@
 //! Host-backed mock: data written in a frame reads back until the frame ends, and the
 //! next frame reuses the same memory without disturbing its own blocks.
 use devpool_arena::{arena, ArenaConfig, MIB};
-use devpool_core::testing::{check_blocks, Rng};
-use devpool_core::{Allocator, Backend, Block, MockBackend, MockConfig, Request, StreamId};
+use devpool_core::{Allocator, Backend, Block, Request, StreamId};
+use devpool_testing::conformance::{check_blocks, Rng};
+use devpool_testing::{MockBackend, MockConfig};
 
 fn verify(mock: &MockBackend, b: &Block, tag: u8) {
     let mut back = vec![0u8; b.requested.max(1)];

@@ -1,10 +1,9 @@
 //! Fault injection: a chunk that cannot be had is an error; nothing live is lost and
 //! the arena goes on.
 use devpool_arena::{arena, ArenaConfig, MIB};
-use devpool_core::testing::{check_blocks, Rng};
-use devpool_core::{
-    Allocator, Backend, BackendError, Block, Error, FaultOn, MockBackend, MockConfig,
-};
+use devpool_core::{Allocator, Backend, BackendError, Block, Error};
+use devpool_testing::conformance::{check_blocks, Rng};
+use devpool_testing::{FaultOn, MockBackend, MockConfig};
 
 fn verify(mock: &MockBackend, b: &Block, tag: u8) {
     let mut back = vec![0u8; b.requested.max(1)];

@@ -2,7 +2,8 @@
 //! same epoch overlap, every block is aligned, the statistics add up, and blocks of
 //! ended epochs or already freed are refused without changing anything.
 use devpool_arena::{arena, ArenaConfig};
-use devpool_core::{Allocator, Backend, Block, MockBackend, Request, StreamId};
+use devpool_core::{Allocator, Backend, Block, Request, StreamId};
+use devpool_testing::MockBackend;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 

@@ -1,9 +1,8 @@
 //! Reset, rewind, trim and the chunk policy.
 use devpool_arena::{arena, ArenaConfig, MIB};
-use devpool_core::testing::check_blocks;
-use devpool_core::{
-    Allocator, Backend, Block, Error, MockBackend, MockConfig, Pool, Request, StreamId,
-};
+use devpool_core::{Allocator, Backend, Block, Error, Pool, Request, StreamId};
+use devpool_testing::conformance::check_blocks;
+use devpool_testing::{MockBackend, MockConfig};
 
 fn small() -> ArenaConfig {
     ArenaConfig::default()

@@ -1,8 +1,9 @@
 //! Four threads bump one arena at once; blocks never overlap, counts add up, and
 //! rewinds racing with allocations never hand out memory that is in use.
 use devpool_arena::{arena, ArenaConfig, MIB};
-use devpool_core::testing::{check_blocks, Rng};
-use devpool_core::{Allocator, Backend, Block, MockBackend, MockConfig, Request, StreamId};
+use devpool_core::{Allocator, Backend, Block, Request, StreamId};
+use devpool_testing::conformance::{check_blocks, Rng};
+use devpool_testing::{MockBackend, MockConfig};
 use std::sync::Arc;
 
 const THREADS: u8 = 4;

@@ -16,8 +16,9 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use devpool_buddy::{buddy, BuddyConfig, BuddyPool};
-use devpool_core::testing::Rng;
-use devpool_core::{Allocator, Block, MockBackend, Pool, Request};
+use devpool_core::{Allocator, Block, Pool, Request};
+use devpool_testing::conformance::Rng;
+use devpool_testing::MockBackend;
 use std::hint::black_box;
 use std::time::Duration;
 

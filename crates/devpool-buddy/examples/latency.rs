@@ -12,8 +12,9 @@
 //! ```
 
 use devpool_buddy::{buddy, BuddyConfig};
-use devpool_core::testing::Rng;
-use devpool_core::{Allocator, Block, MockBackend};
+use devpool_core::{Allocator, Block};
+use devpool_testing::conformance::Rng;
+use devpool_testing::MockBackend;
 use std::hint::black_box;
 use std::time::Instant;
 

@@ -12,7 +12,8 @@
 //! ```
 
 use devpool_buddy::{buddy, BuddyConfig, VmConfig};
-use devpool_core::{Backend, BackendCounters, MockBackend};
+use devpool_core::{Backend, BackendCounters};
+use devpool_testing::MockBackend;
 use devpool_trace::{read_trace, replay_events, ReplayOptions, Trace};
 use std::cell::Cell;
 use std::path::{Path, PathBuf};

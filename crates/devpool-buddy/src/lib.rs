@@ -38,7 +38,8 @@
 //!
 //! ```
 //! use devpool_buddy::{buddy, BuddyConfig};
-//! use devpool_core::{Allocator, Backend, MockBackend};
+//! use devpool_core::{Allocator, Backend};
+//! use devpool_testing::MockBackend;
 //! let mock = MockBackend::shared();
 //! let alloc = buddy(mock.clone(), BuddyConfig::default());
 //! assert_eq!(alloc.name(), "buddy-virtual");
@@ -73,7 +74,8 @@ use devpool_core::{IntoBackend, StreamOrdered};
 ///
 /// ```
 /// use devpool_buddy::{buddy, BuddyConfig};
-/// use devpool_core::{Allocator, MockBackend, MockConfig};
+/// use devpool_core::Allocator;
+/// use devpool_testing::{MockBackend, MockConfig};
 /// let mock = MockBackend::shared_with(MockConfig::default().without_virtual());
 /// let alloc = buddy(mock, BuddyConfig::default());
 /// assert_eq!(alloc.name(), "buddy-region");

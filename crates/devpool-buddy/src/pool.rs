@@ -26,7 +26,8 @@ use std::sync::Arc;
 ///
 /// ```
 /// use devpool_buddy::{BuddyConfig, BuddyPool};
-/// use devpool_core::{MockBackend, Pool, Request};
+/// use devpool_core::{Pool, Request};
+/// use devpool_testing::MockBackend;
 /// let pool = BuddyPool::new(MockBackend::shared(), BuddyConfig::virtual_ranges());
 /// let b = pool.allocate(&Request::new(3 << 20)).unwrap();
 /// assert_eq!(b.size, 4 << 20, "two pages back 3 MiB");

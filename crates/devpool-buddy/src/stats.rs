@@ -84,7 +84,8 @@ impl BuddyPool {
     ///
     /// ```
     /// use devpool_buddy::{BuddyConfig, BuddyPool};
-    /// use devpool_core::{MockBackend, Pool, Request};
+    /// use devpool_core::{Pool, Request};
+    /// use devpool_testing::MockBackend;
     /// let pool = BuddyPool::new(MockBackend::shared(), BuddyConfig::region());
     /// let b = pool.allocate(&Request::new(3000)).unwrap();
     /// let d = pool.detail();

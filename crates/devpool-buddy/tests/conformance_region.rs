@@ -1,6 +1,6 @@
 //! The core conformance suite against the buddy allocator in region mode.
 use devpool_buddy::{buddy, BuddyConfig};
-use devpool_core::MockBackend;
+use devpool_testing::MockBackend;
 use std::sync::Arc;
 
-devpool_core::conformance_tests!(|mock: Arc<MockBackend>| buddy(mock, BuddyConfig::region()));
+devpool_testing::conformance_tests!(|mock: Arc<MockBackend>| buddy(mock, BuddyConfig::region()));

@@ -3,7 +3,8 @@
 //! them.
 
 use devpool_buddy::{buddy, BuddyConfig, BuddyMode, BuddyPool};
-use devpool_core::{Allocator, Backend, MockBackend, MockConfig, Pool, Request};
+use devpool_core::{Allocator, Backend, Pool, Request};
+use devpool_testing::{MockBackend, MockConfig};
 
 #[test]
 fn virtual_pages_are_counted() {

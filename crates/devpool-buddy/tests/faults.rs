@@ -3,11 +3,9 @@
 //! and the accounting stays exact: the pool's reserved bytes equal the backend's.
 
 use devpool_buddy::{buddy, BuddyConfig, BuddyPool};
-use devpool_core::testing::Rng;
-use devpool_core::{
-    Allocator, Backend, BackendError, Block, Error, FaultOn, MockBackend, MockConfig, Pool,
-    Request, StreamId,
-};
+use devpool_core::{Allocator, Backend, BackendError, Block, Error, Pool, Request, StreamId};
+use devpool_testing::conformance::Rng;
+use devpool_testing::{FaultOn, MockBackend, MockConfig};
 use std::sync::Arc;
 
 fn host_mock(capacity: u64) -> Arc<MockBackend> {

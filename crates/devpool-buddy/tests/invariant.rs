@@ -2,8 +2,9 @@
 //! split was merged back.
 
 use devpool_buddy::{BuddyConfig, BuddyDetail, BuddyPool};
-use devpool_core::testing::Rng;
-use devpool_core::{Block, MockBackend, Pool, Request};
+use devpool_core::{Block, Pool, Request};
+use devpool_testing::conformance::Rng;
+use devpool_testing::MockBackend;
 
 /// Allocate and free at random, leaving everything freed; returns the pool.
 fn churn(cfg: BuddyConfig, seed: u64) -> BuddyPool {

@@ -4,7 +4,8 @@
 //! overlap, the counts match the model, and the reserved bytes match the backend's.
 
 use devpool_buddy::{BuddyConfig, BuddyPool, VmConfig};
-use devpool_core::{Backend, Block, Error, MockBackend, MockConfig, Pool, Request};
+use devpool_core::{Backend, Block, Error, Pool, Request};
+use devpool_testing::{MockBackend, MockConfig};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;

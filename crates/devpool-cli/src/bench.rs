@@ -402,7 +402,8 @@ fn table(out: &[BenchResult], threads: &[usize]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use devpool_core::{direct, FaultOn, MockBackend, MockConfig};
+    use devpool_core::direct;
+    use devpool_testing::{FaultOn, MockBackend, MockConfig};
 
     #[test]
     fn failed_allocations_are_not_operations() {

@@ -3,7 +3,8 @@
 use crate::error::{CliError, Result};
 use crate::BackendArgs;
 use devpool::BackendKind;
-use devpool_core::{human_bytes, Backend, MockBackend};
+use devpool_core::{human_bytes, Backend};
+use devpool_testing::MockBackend;
 
 pub fn info(args: &BackendArgs) -> Result<()> {
     crate::target::check_device(args)?;

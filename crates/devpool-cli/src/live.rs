@@ -209,7 +209,7 @@ pub fn print_results(rows: &[BenchResult], counts: &[usize]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use devpool_core::MockBackend;
+    use devpool_testing::MockBackend;
 
     #[test]
     fn keeps_n_blocks_live_and_frees_them_all() {

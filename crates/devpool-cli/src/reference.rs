@@ -191,7 +191,7 @@ impl Allocator for Nothing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use devpool_core::MockBackend;
+    use devpool_testing::MockBackend;
 
     #[test]
     fn blocks_are_usable_host_memory() {

@@ -3,8 +3,9 @@
 use crate::error::{CliError, Result};
 use crate::BackendArgs;
 use devpool::{BackendKind, StrategySpec};
-use devpool_core::{Allocator, Backend, MockBackend};
+use devpool_core::{Allocator, Backend};
 use devpool_cuda::{cuda_malloc, CudaBackend, CudaMallocAsync};
+use devpool_testing::MockBackend;
 use std::sync::Arc;
 
 /// The driver's own allocators, run beside the strategies with `--backend cuda`.

@@ -11,7 +11,8 @@ use std::sync::Arc;
 /// A device-memory allocator: thread-safe, all methods on `&self`.
 ///
 /// ```
-/// use devpool_core::{direct, Allocator, MockBackend, Request};
+/// use devpool_core::{direct, Allocator, Request};
+/// use devpool_testing::MockBackend;
 /// let alloc = direct(MockBackend::shared());
 /// let b = alloc.allocate(Request::new(1000)).unwrap();
 /// assert!(b.size >= 1000 && b.ptr.is_aligned(256));
@@ -75,7 +76,8 @@ pub trait Allocator: Send + Sync {
 ///
 /// ```
 /// use devpool_core::{direct, forward_allocator, Allocator, Block, DirectPool, Request};
-/// use devpool_core::{MockBackend, Result, StreamId, StreamOrdered};
+/// use devpool_core::{Result, StreamId, StreamOrdered};
+/// use devpool_testing::MockBackend;
 /// use std::sync::atomic::{AtomicU64, Ordering};
 ///
 /// /// Counts allocations; forwards everything else.

@@ -38,7 +38,8 @@ fn bytes_of_mut<T: DeviceCopy>(v: &mut [T]) -> &mut [u8] {
 /// copies on CUDA, host bytes on a host-backed mock).
 ///
 /// ```
-/// use devpool_core::{direct, DeviceBuffer, MockBackend, MockConfig, StreamId};
+/// use devpool_core::{direct, DeviceBuffer, StreamId};
+/// use devpool_testing::{MockBackend, MockConfig};
 /// let alloc = direct(MockBackend::shared_with(MockConfig::default().host_backed()));
 /// let buf = DeviceBuffer::from_slice(&alloc, &[1.0f32, 2.0, 3.0], StreamId::DEFAULT).unwrap();
 /// assert_eq!(buf.len(), 3);

@@ -11,7 +11,8 @@ use crate::types::{Block, DeviceId, Request, StreamId};
 /// changes nothing.
 ///
 /// ```
-/// use devpool_core::{direct, Devices, DeviceId, MockBackend, MockConfig, Request, StreamId};
+/// use devpool_core::{direct, Devices, DeviceId, Request, StreamId};
+/// use devpool_testing::{MockBackend, MockConfig};
 /// let gpus = Devices::new(MockBackend::devices(2, MockConfig::default()).into_iter().map(direct));
 /// let b = gpus.allocate(DeviceId(1), Request::new(4096)).unwrap();
 /// assert_eq!(b.device, DeviceId(1));

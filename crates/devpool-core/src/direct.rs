@@ -38,7 +38,8 @@ impl DirectPool {
 /// The direct allocator over `backend`: one region per block.
 ///
 /// ```
-/// use devpool_core::{direct, Allocator, MockBackend};
+/// use devpool_core::{direct, Allocator};
+/// use devpool_testing::MockBackend;
 /// let a = direct(MockBackend::shared());
 /// let b = a.alloc(3 << 20).unwrap();
 /// // What the driver takes: whole 2 MiB pages.

@@ -1,19 +1,20 @@
 //! # devpool-core
 //!
-//! The ground floor of devpool, with no CUDA in it:
+//! The contract of devpool, with no CUDA in it and no implementation of a device:
 //!
 //! - [`Allocator`]: what every strategy implements (`Send + Sync`, `&self` methods).
 //! - [`Pool`]: a single-stream pool, the part a strategy writes; [`StreamOrdered`]
 //!   turns a family of pools into an allocator with stream-ordered reuse.
-//! - [`Backend`]: where device memory, streams and events come from;
-//!   [`MockBackend`] is the CPU stand-in that everything tests against.
-//! - Types ([`DevicePtr`], [`Request`], [`Block`]...), [`Error`]s and [`Stats`].
+//! - [`Backend`]: where device memory, streams and events come from (the CUDA
+//!   driver in `devpool-cuda`, a CPU stand-in in `devpool-testing`).
+//! - Types ([`DevicePtr`], [`Request`], [`Block`]...), [`Error`]s, [`Stats`] and
+//!   [`Parts`].
 //! - [`direct`]: the yardstick that sends every request to the backend.
 //! - [`DeviceBuffer`]: an owning, typed handle to device memory.
-//! - `testing` (feature `testing`): the conformance suite every strategy runs.
 //!
 //! ```
-//! use devpool_core::{direct, Allocator, MockBackend, Request};
+//! use devpool_core::{direct, Allocator, Request};
+//! use devpool_testing::MockBackend;
 //! let mock = MockBackend::shared();
 //! let alloc = direct(mock.clone());
 //! let block = alloc.allocate(Request::new(1 << 20)).unwrap();
@@ -28,16 +29,12 @@ mod buffer;
 mod devices;
 mod direct;
 mod error;
-mod mock;
 mod ordered;
 mod parts;
 mod rng;
 mod stats;
 mod table;
 mod types;
-
-#[cfg(feature = "testing")]
-pub mod testing;
 
 pub use allocator::{Allocator, Pool};
 pub use backend::{
@@ -48,12 +45,11 @@ pub use buffer::{DeviceBuffer, DeviceCopy};
 pub use devices::Devices;
 pub use direct::{direct, DirectPool};
 pub use error::{BackendError, Error, OomInfo, Result};
-pub use mock::{EventPolicy, FaultOn, MockBackend, MockConfig, GIB};
 pub use ordered::{StreamOrdered, DEFAULT_MAX_STREAMS};
 pub use parts::{ClassStats, Parts, Reuse, RouteStats};
 pub use rng::Rng;
 pub use stats::{AtomicGauge, Counters, Gauge, Stats};
 pub use types::{
-    align_up, excerpt, human_bytes, Block, DeviceId, DevicePtr, EventId, Request, StreamId,
+    align_up, excerpt, human_bytes, Block, DeviceId, DevicePtr, EventId, Request, StreamId, GIB,
     MIN_ALIGN,
 };

@@ -51,7 +51,8 @@ type Factory<P> = Box<dyn Fn(StreamId) -> P + Send + Sync>;
 /// events (the design is in docs/DESIGN.md, "Why one pool per stream").
 ///
 /// ```
-/// use devpool_core::{Allocator, DirectPool, MockBackend, MockConfig, Request, StreamId, StreamOrdered};
+/// use devpool_core::{Allocator, DirectPool, Request, StreamId, StreamOrdered};
+/// use devpool_testing::{MockBackend, MockConfig};
 /// use std::sync::Arc;
 /// let mock = MockBackend::shared_with(MockConfig::default().manual_events());
 /// let backend: Arc<dyn devpool_core::Backend> = mock.clone();

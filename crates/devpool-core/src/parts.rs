@@ -52,7 +52,8 @@ impl ClassStats {
 /// An allocator's statistics by part.
 ///
 /// ```
-/// use devpool_core::{direct, Allocator, MockBackend, Parts};
+/// use devpool_core::{direct, Allocator, Parts};
+/// use devpool_testing::MockBackend;
 /// // The direct allocator is one whole.
 /// assert_eq!(direct(MockBackend::shared()).parts(), Parts::Whole);
 /// ```

@@ -3,6 +3,9 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// One gibibyte (2^30 bytes).
+pub const GIB: u64 = 1 << 30;
+
 /// The alignment every allocator guarantees when a request asks for less (256 bytes,
 /// as `cudaMalloc` guarantees).
 pub const MIN_ALIGN: usize = 256;

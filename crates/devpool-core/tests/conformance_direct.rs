@@ -1,5 +1,6 @@
 //! The conformance suite against the direct allocator.
-use devpool_core::{direct, MockBackend};
+use devpool_core::direct;
+use devpool_testing::MockBackend;
 use std::sync::Arc;
 
-devpool_core::conformance_tests!(|mock: Arc<MockBackend>| direct(mock));
+devpool_testing::conformance_tests!(|mock: Arc<MockBackend>| direct(mock));

@@ -1,9 +1,9 @@
 //! Several devices on the mock: pools keyed by ordinal, wrong-device frees, peer access.
-use devpool_core::testing::check_blocks;
 use devpool_core::{
-    direct, Allocator, Backend, Block, DeviceId, Devices, Error, MockBackend, MockConfig, Request,
-    Rng, StreamId,
+    direct, Allocator, Backend, Block, DeviceId, Devices, Error, Request, Rng, StreamId,
 };
+use devpool_testing::conformance::check_blocks;
+use devpool_testing::{MockBackend, MockConfig};
 use std::sync::Arc;
 
 fn two() -> (

@@ -5,9 +5,9 @@
 //! and measures nothing.
 
 use criterion::{BenchmarkId, Criterion};
-use devpool_core::testing::Rng;
 use devpool_core::{Allocator, Block};
 use devpool_cuda::{cuda_malloc, CudaBackend, CudaMallocAsync};
+use devpool_testing::conformance::Rng;
 use std::time::{Duration, Instant};
 
 fn pairs(c: &mut Criterion, allocs: &[Box<dyn Allocator>]) {

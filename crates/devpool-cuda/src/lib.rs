@@ -10,7 +10,6 @@
 //!   [`cuda_malloc`] (one `cuMemAlloc` / `cuMemFree` per block) and
 //!   [`CudaMallocAsync`] (`cuMemAllocAsync` / `cuMemFreeAsync` on the default pool).
 //! - [`device_info`], [`device_count`], [`driver_version`], [`driver_available`].
-//! - [`gpu_checks`]: data checks of any allocator on a real device.
 //!
 //! The driver library is loaded at run time: this crate builds and tests on machines
 //! without CUDA, where every entry point returns
@@ -32,7 +31,6 @@
 
 mod backend;
 mod driver;
-pub mod gpu_checks;
 mod info;
 mod malloc;
 mod malloc_async;

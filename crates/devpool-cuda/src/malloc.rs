@@ -15,7 +15,8 @@ pub type MallocPool = DirectPool;
 /// `cuMemAlloc` and one `cuMemFree`.
 ///
 /// ```
-/// use devpool_core::{Allocator, MockBackend};
+/// use devpool_core::Allocator;
+/// use devpool_testing::MockBackend;
 /// let a = devpool_cuda::cuda_malloc(MockBackend::shared());
 /// let b = a.allocate(devpool_core::Request::new(1000).with_align(4096)).unwrap();
 /// assert!(b.ptr.is_aligned(4096) && b.size >= 1000);

@@ -1,12 +1,11 @@
 //! Tests on a real CUDA GPU (device 0). Run them with
 //! `cargo test -p devpool-cuda --test gpu -- --ignored --test-threads=1`.
 
-mod common;
 mod vm;
 
 use devpool_core::{direct, Allocator, Backend, BackendError, DeviceId, Error, Request, StreamId};
-use devpool_cuda::gpu_checks::{check_no_overlap, check_stream_order, StreamOrderCheck};
 use devpool_cuda::{cuda_malloc, device_info, CudaBackend, CudaMallocAsync};
+use devpool_testing::gpu_checks::{check_no_overlap, check_stream_order, StreamOrderCheck};
 use std::sync::Arc;
 
 fn gpu() -> Arc<CudaBackend> {
@@ -203,7 +202,7 @@ fn stream_order_direct() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn stream_order_check_catches_a_cache_shared_by_streams() {
-    let a = common::shared_cache(gpu());
+    let a = devpool_testing::fixtures::shared_cache(gpu());
     let e = check_stream_order(&a).expect_err("the broken cache must be caught");
     println!("{e}");
     assert!(matches!(e, Error::Corrupted { .. }), "{e}");

@@ -4,9 +4,9 @@
 use devpool_arena::{arena, ArenaConfig};
 use devpool_buddy::{buddy, BuddyConfig};
 use devpool_core::{Allocator, Backend};
-use devpool_cuda::gpu_checks::{OverlapCheck, StreamOrderCheck};
 use devpool_cuda::CudaBackend;
 use devpool_slab::{slab, SlabConfig};
+use devpool_testing::gpu_checks::{OverlapCheck, StreamOrderCheck};
 use devpool_tlsf::{tlsf, TlsfConfig, TlsfMode};
 use std::sync::Arc;
 

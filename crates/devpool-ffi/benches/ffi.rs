@@ -15,8 +15,9 @@
 //!   blocks are live? Through the C ABI the table from pointer to block is on the
 //!   path.
 use criterion::{BenchmarkId, Criterion};
-use devpool_core::{Allocator, MockBackend, Request, Rng};
+use devpool_core::{Allocator, Request, Rng};
 use devpool_ffi::{devpool_configure, devpool_free, devpool_malloc, CudaStream, DEVPOOL_OK};
+use devpool_testing::MockBackend;
 use std::ffi::c_void;
 use std::hint::black_box;
 use std::sync::{Arc, Barrier};

@@ -58,7 +58,8 @@ impl LiveSnapshot {
 mod tests {
     use super::*;
     use devpool_adaptors::Statistics;
-    use devpool_core::{direct, Allocator, MockBackend};
+    use devpool_core::{direct, Allocator};
+    use devpool_testing::MockBackend;
 
     #[test]
     fn counts_peaks_and_totals() {

@@ -14,11 +14,10 @@
 //! for 1 000 000 pairs and prints nothing else: the form to count instructions with
 //! `valgrind --tool=callgrind`.
 
-use devpool_core::{
-    Allocator, Block, DeviceId, DevicePtr, MockBackend, Pool, Request, Stats, StreamOrdered,
-};
+use devpool_core::{Allocator, Block, DeviceId, DevicePtr, Pool, Request, Stats, StreamOrdered};
 use devpool_hybrid::{hybrid, HybridConfig, HybridPool};
 use devpool_slab::{slab, SlabConfig, SlabPool};
+use devpool_testing::MockBackend;
 use devpool_tlsf::{tlsf, TlsfConfig, TlsfPool};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;

@@ -4,9 +4,9 @@
 //!
 //! `cargo run --release -p devpool-hybrid --example thresholds [TRACE...]`
 
-use devpool_core::MockBackend;
 use devpool_hybrid::{hybrid, HybridConfig};
 use devpool_slab::SlabConfig;
+use devpool_testing::MockBackend;
 use devpool_trace::{read_trace, replay, ReplayOptions};
 use std::path::PathBuf;
 

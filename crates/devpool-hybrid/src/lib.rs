@@ -13,7 +13,8 @@
 //! that made it.
 //!
 //! ```
-//! use devpool_core::{Allocator, MockBackend};
+//! use devpool_core::Allocator;
+//! use devpool_testing::MockBackend;
 //! use devpool_hybrid::{hybrid, HybridConfig};
 //! let alloc = hybrid(MockBackend::shared(), HybridConfig::training());
 //! let small = alloc.alloc(4096).unwrap();

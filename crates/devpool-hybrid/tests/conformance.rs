@@ -1,11 +1,11 @@
 //! The core conformance suite against every hybrid preset.
-use devpool_core::MockBackend;
 use devpool_hybrid::{hybrid, HybridConfig};
+use devpool_testing::MockBackend;
 use std::sync::Arc;
 
 mod training {
     use super::*;
-    devpool_core::conformance_tests!(|mock: Arc<MockBackend>| hybrid(
+    devpool_testing::conformance_tests!(|mock: Arc<MockBackend>| hybrid(
         mock,
         HybridConfig::training()
     ));
@@ -13,7 +13,7 @@ mod training {
 
 mod inference {
     use super::*;
-    devpool_core::conformance_tests!(|mock: Arc<MockBackend>| hybrid(
+    devpool_testing::conformance_tests!(|mock: Arc<MockBackend>| hybrid(
         mock,
         HybridConfig::inference()
     ));
@@ -21,7 +21,7 @@ mod inference {
 
 mod buddy {
     use super::*;
-    devpool_core::conformance_tests!(|mock: Arc<MockBackend>| hybrid(
+    devpool_testing::conformance_tests!(|mock: Arc<MockBackend>| hybrid(
         mock,
         HybridConfig::with_buddy()
     ));

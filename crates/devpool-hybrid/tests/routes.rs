@@ -1,7 +1,8 @@
 //! Routing: each size goes where the configuration says, frees go back to the route
 //! that made the block, and per-route statistics match the test's own count.
-use devpool_core::{Allocator, Backend, Block, MockBackend, MockConfig, Request, Rng, Stats};
+use devpool_core::{Allocator, Backend, Block, Request, Rng, Stats};
 use devpool_hybrid::{hybrid, HybridConfig, HybridPool, Route};
+use devpool_testing::{MockBackend, MockConfig};
 use proptest::prelude::*;
 
 /// Each route's statistics, as the allocator reports its parts.

@@ -3,8 +3,9 @@
 //! and any stream named with `record_stream` (the stream-ordered layer holds the
 //! block until that stream's event completes). The mock refuses, and counts, an
 //! unmap under queued work, so a pool that unmapped early fails here.
-use devpool_core::{Allocator, Backend, MockBackend, MockConfig, Request};
+use devpool_core::{Allocator, Backend, Request};
 use devpool_hybrid::{hybrid, HybridConfig, LargeStrategy};
+use devpool_testing::{MockBackend, MockConfig};
 use devpool_vm::VmConfig;
 
 fn eager(mut cfg: HybridConfig) -> HybridConfig {

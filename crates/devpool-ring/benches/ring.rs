@@ -1,8 +1,9 @@
 //! Ring latency on the mock: allocate-free pairs, and a FIFO stream of blocks (each
 //! step allocates one and frees the oldest of 64).
 use criterion::{criterion_group, criterion_main, Criterion};
-use devpool_core::{Allocator, MockBackend, Pool, Request};
+use devpool_core::{Allocator, Pool, Request};
 use devpool_ring::{ring, RingConfig, RingPool};
+use devpool_testing::MockBackend;
 use std::collections::VecDeque;
 use std::hint::black_box;
 

@@ -104,7 +104,7 @@ impl Events {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use devpool_core::{MockBackend, MockConfig};
+    use devpool_testing::{MockBackend, MockConfig};
 
     #[test]
     fn done_only_when_every_stream_completed() {

@@ -5,7 +5,7 @@
 //! downloads, the activations of a pipeline step.
 //!
 //! - One device range per stream: a virtual range whose pages are mapped as the ring
-//!   first needs them (the default), or a region ([`Memory`]).
+//!   first needs them (the default), or a region ([`RingMode`]).
 //! - Allocation carves at the head; the tail follows, giving back blocks in the order
 //!   they were made. A block freed before its elders comes back when they have; the
 //!   newest block freed comes back at once (stack order). A block that does not fit
@@ -24,7 +24,8 @@
 //!   than the live bytes, and says so in its statistics ([`RingDetail`]).
 //!
 //! ```
-//! use devpool_core::{Allocator, MockBackend, Request, StreamId};
+//! use devpool_core::{Allocator, Request, StreamId};
+//! use devpool_testing::MockBackend;
 //! use devpool_ring::{ring, RingConfig, WhenFull};
 //! use std::time::Duration;
 //! let cfg = RingConfig::default()

@@ -102,7 +102,7 @@ struct Inner {
 /// # How it works
 ///
 /// - **Memory.** A virtual range as large as the device, whose pages are mapped from
-///   the bottom as the ring first needs them, or a region ([`Memory`]). Nothing is
+///   the bottom as the ring first needs them, or a region ([`RingMode`]). Nothing is
 ///   mapped or allocated on the steady path.
 /// - **Allocation** carves at the head, up to the next obstacle; a block that does not
 ///   fit before it starts a new run in the smallest gap that fits, such as the room
@@ -121,7 +121,8 @@ struct Inner {
 /// - **Metadata** stays on the host: the pool never touches the memory it manages.
 ///
 /// ```
-/// use devpool_core::{MockBackend, Pool, Request};
+/// use devpool_core::{Pool, Request};
+/// use devpool_testing::MockBackend;
 /// use devpool_ring::{RingConfig, RingPool};
 /// let pool = RingPool::new(MockBackend::shared(), RingConfig::default());
 /// let a = pool.allocate(&Request::new(1000)).unwrap();

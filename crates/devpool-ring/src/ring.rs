@@ -36,7 +36,8 @@ pub struct Ring {
 /// A ring buffer allocator over `backend`.
 ///
 /// ```
-/// use devpool_core::{Allocator, MockBackend, Request};
+/// use devpool_core::{Allocator, Request};
+/// use devpool_testing::MockBackend;
 /// use devpool_ring::{ring, RingConfig};
 /// let r = ring(MockBackend::shared(), RingConfig::default());
 /// let mut frames = std::collections::VecDeque::new();

@@ -1,18 +1,18 @@
 //! The shared conformance suite: the default ring (virtual memory, grows when full),
 //! rings in regions, and rings that start small, keep the strict order or may pass
 //! only a few live blocks, so that growth, second rings and pinning all run.
-use devpool_core::MockBackend;
 use devpool_ring::{ring, RingConfig, RingMode};
+use devpool_testing::MockBackend;
 use std::sync::Arc;
 
 mod virtual_memory {
     use super::*;
-    devpool_core::conformance_tests!(|mock: Arc<MockBackend>| ring(mock, RingConfig::default()));
+    devpool_testing::conformance_tests!(|mock: Arc<MockBackend>| ring(mock, RingConfig::default()));
 }
 
 mod region {
     use super::*;
-    devpool_core::conformance_tests!(|mock: Arc<MockBackend>| ring(
+    devpool_testing::conformance_tests!(|mock: Arc<MockBackend>| ring(
         mock,
         RingConfig::default()
             .mode(RingMode::Region)
@@ -23,7 +23,7 @@ mod region {
 mod strict_order {
     // The tail never passes a live block: only growth makes room.
     use super::*;
-    devpool_core::conformance_tests!(|mock: Arc<MockBackend>| ring(
+    devpool_testing::conformance_tests!(|mock: Arc<MockBackend>| ring(
         mock,
         RingConfig::default().capacity(2 << 20).max_pinned(0)
     ));
@@ -31,7 +31,7 @@ mod strict_order {
 
 mod few_pins_in_regions {
     use super::*;
-    devpool_core::conformance_tests!(|mock: Arc<MockBackend>| ring(
+    devpool_testing::conformance_tests!(|mock: Arc<MockBackend>| ring(
         mock,
         RingConfig::default()
             .mode(RingMode::Region)

@@ -2,9 +2,10 @@
 //! keeps every live block (their patterns still read back on a host-backed mock) and
 //! keeps the accounting exact (the pool's reserved bytes are the backend's bytes in
 //! use). Each test asserts that its faults fired.
-use devpool_core::testing::Rng;
-use devpool_core::{Backend, Block, Error, FaultOn, MockBackend, MockConfig, Pool, Request};
+use devpool_core::{Backend, Block, Error, Pool, Request};
 use devpool_ring::{RingConfig, RingMode, RingPool};
+use devpool_testing::conformance::Rng;
+use devpool_testing::{FaultOn, MockBackend, MockConfig};
 use std::collections::VecDeque;
 
 fn fill(mock: &MockBackend, b: &Block, tag: u8) {

@@ -1,8 +1,9 @@
 //! What the ring does when it is full, as its configuration says: fail at once with
 //! its state in the message, wait for other threads' frees or for other streams'
 //! events, or grow (in regions: a second ring, the first given back once drained).
-use devpool_core::{Allocator, Backend, MockBackend, MockConfig, Request, StreamId};
+use devpool_core::{Allocator, Backend, Request, StreamId};
 use devpool_ring::{ring, RingConfig, RingMode, WhenFull};
+use devpool_testing::{MockBackend, MockConfig};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,7 +45,7 @@ fn fail_says_the_ring_is_full_and_changes_nothing() {
     for x in [b, c] {
         r.free(x).unwrap();
     }
-    devpool_core::testing::assert_empty(&r, &mock);
+    devpool_testing::conformance::assert_empty(&r, &mock);
 }
 
 #[test]
@@ -80,7 +81,7 @@ fn wait_gets_room_another_thread_frees() {
     for x in [b, c] {
         r.free(x).unwrap();
     }
-    devpool_core::testing::assert_empty(&*r, &mock);
+    devpool_testing::conformance::assert_empty(&*r, &mock);
 }
 
 #[test]
@@ -117,7 +118,7 @@ fn wait_gets_room_when_another_streams_work_completes() {
     for x in [b, c] {
         r.free(x).unwrap();
     }
-    devpool_core::testing::assert_empty(&r, &mock);
+    devpool_testing::conformance::assert_empty(&r, &mock);
 }
 
 #[test]
@@ -144,5 +145,5 @@ fn growing_in_regions_opens_a_larger_ring_and_gives_the_old_one_back() {
     for x in [b, c] {
         r.free(x).unwrap();
     }
-    devpool_core::testing::assert_empty(&r, &mock);
+    devpool_testing::conformance::assert_empty(&r, &mock);
 }

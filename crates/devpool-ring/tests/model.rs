@@ -6,8 +6,9 @@
 //! block may overlap one of those, nor a live block. After every step the pools'
 //! invariants hold, the statistics add up and the bytes the pools hold are the
 //! backend's bytes in use.
-use devpool_core::{Allocator, Backend, Block, MockBackend, MockConfig, Request, StreamId};
+use devpool_core::{Allocator, Backend, Block, Request, StreamId};
 use devpool_ring::{ring, Ring, RingConfig, RingMode};
+use devpool_testing::{MockBackend, MockConfig};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 

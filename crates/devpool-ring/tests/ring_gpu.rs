@@ -7,10 +7,11 @@
 //! `cargo test --release -p devpool-ring --test ring_gpu -- --ignored --test-threads=1 --nocapture`.
 //! The same checks run on a host-backed mock without `--ignored`.
 
-use devpool_core::{Allocator, Block, MockBackend, MockConfig, Rng, StreamId};
-use devpool_cuda::gpu_checks::{OverlapCheck, StreamOrderCheck};
+use devpool_core::{Allocator, Block, Rng, StreamId};
 use devpool_cuda::CudaBackend;
 use devpool_ring::{ring, RingConfig, RingMode};
+use devpool_testing::gpu_checks::{OverlapCheck, StreamOrderCheck};
+use devpool_testing::{MockBackend, MockConfig};
 use std::collections::VecDeque;
 use std::sync::Arc;
 

@@ -11,8 +11,9 @@
 mod common;
 
 use common::streaming::image_pipeline;
-use devpool_core::{Allocator, Backend, MockBackend, Rng};
+use devpool_core::{Allocator, Backend, Rng};
 use devpool_ring::{ring, RingConfig};
+use devpool_testing::MockBackend;
 use devpool_trace::{replay, ReplayOptions};
 use std::collections::VecDeque;
 
@@ -57,7 +58,7 @@ fn fifo_stream_holds_at_most_1_02_of_live_and_calls_nothing_when_warm() {
     for b in q {
         r.free(b).unwrap();
     }
-    devpool_core::testing::assert_empty(&r, &mock);
+    devpool_testing::conformance::assert_empty(&r, &mock);
 }
 
 #[test]
@@ -95,7 +96,7 @@ fn image_pipeline_holds_close_to_live_and_a_second_pass_calls_nothing() {
         r.detail()
     );
     assert_eq!(after.bytes_in_use.peak, before.bytes_in_use.peak);
-    devpool_core::testing::assert_empty(&r, &mock);
+    devpool_testing::conformance::assert_empty(&r, &mock);
 }
 
 #[test]
@@ -128,5 +129,5 @@ fn recorded_image_stream_replays_and_a_second_pass_calls_nothing() {
         calls[0] > 0 && calls[2] == 0,
         "memory calls per pass: {calls:?}"
     );
-    devpool_core::testing::assert_empty(&r, &mock);
+    devpool_testing::conformance::assert_empty(&r, &mock);
 }

@@ -4,8 +4,9 @@
 //! the block's, so they wait for an event). Each block is filled with its owner's tag
 //! when it is handed out and checked when it is freed: bytes handed to two owners at
 //! once show up as a wrong tag.
-use devpool_core::{Allocator, Backend, Block, MockBackend, MockConfig, Rng, StreamId};
+use devpool_core::{Allocator, Backend, Block, Rng, StreamId};
 use devpool_ring::{ring, RingConfig};
+use devpool_testing::{MockBackend, MockConfig};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -81,7 +82,7 @@ fn sixteen_threads_tagged_blocks() {
         .flat_map(|h| h.join().expect("thread"))
         .collect();
     left.append(&mut handoff.lock());
-    devpool_core::testing::check_blocks(&left.iter().map(|(b, _)| *b).collect::<Vec<_>>());
+    devpool_testing::conformance::check_blocks(&left.iter().map(|(b, _)| *b).collect::<Vec<_>>());
     let s = alloc.stats();
     assert_eq!(s.live_blocks.current, left.len() as u64);
     assert_eq!(
@@ -100,5 +101,5 @@ fn sixteen_threads_tagged_blocks() {
         verify(&mock, &b, tag);
         alloc.free(b).expect("final free");
     }
-    devpool_core::testing::assert_empty(&*alloc, &mock);
+    devpool_testing::conformance::assert_empty(&*alloc, &mock);
 }

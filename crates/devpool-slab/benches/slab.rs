@@ -11,8 +11,9 @@
 //! Before the benchmarks it prints the host metadata per live block of the warm
 //! random loop.
 use criterion::{BenchmarkId, Criterion};
-use devpool_core::{Allocator, Block, MockBackend, Pool, Request, Rng, StreamId};
+use devpool_core::{Allocator, Block, Pool, Request, Rng, StreamId};
 use devpool_slab::{fixed, slab, SlabConfig, SlabPool};
+use devpool_testing::MockBackend;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};

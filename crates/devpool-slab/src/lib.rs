@@ -15,7 +15,8 @@
 //! another strategy.
 //!
 //! ```
-//! use devpool_core::{Allocator, MockBackend, Request};
+//! use devpool_core::{Allocator, Request};
+//! use devpool_testing::MockBackend;
 //! use devpool_slab::{slab, SlabConfig};
 //! let alloc = slab(MockBackend::shared(), SlabConfig::default());
 //! let b = alloc.alloc(3000).unwrap();
@@ -98,7 +99,8 @@ fn build(name: &str, backend: Arc<dyn Backend>, cfg: SlabConfig) -> StreamOrdere
 /// stream, classes from `cfg`.
 ///
 /// ```
-/// use devpool_core::{Allocator, MockBackend};
+/// use devpool_core::Allocator;
+/// use devpool_testing::MockBackend;
 /// use devpool_slab::{slab, SlabConfig};
 /// let alloc = slab(MockBackend::shared(), SlabConfig::geometric(8, 16 << 20));
 /// let b = alloc.alloc(9 << 20).unwrap();
@@ -114,7 +116,8 @@ pub fn slab(backend: impl IntoBackend, cfg: SlabConfig) -> StreamOrdered<SlabPoo
 /// one block of `block_size` (rounded up to 256 B); larger ones are refused.
 ///
 /// ```
-/// use devpool_core::{Allocator, MockBackend};
+/// use devpool_core::Allocator;
+/// use devpool_testing::MockBackend;
 /// let alloc = devpool_slab::fixed(MockBackend::shared(), 4096);
 /// let b = alloc.alloc(100).unwrap();
 /// assert_eq!(b.size, 4096);

@@ -48,7 +48,8 @@ type Cache = CachePadded<SpinLock<Heap>>;
 ///   the sum of the caches' peaks, an upper bound (as [`Stats::merge`] does).
 ///
 /// ```
-/// use devpool_core::{MockBackend, Pool, Request};
+/// use devpool_core::{Pool, Request};
+/// use devpool_testing::MockBackend;
 /// use devpool_slab::{SlabConfig, SlabPool};
 /// let pool = SlabPool::new(MockBackend::shared(), SlabConfig::default());
 /// let b = pool.allocate(&Request::new(1000)).unwrap();

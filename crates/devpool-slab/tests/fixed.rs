@@ -1,11 +1,10 @@
 //! The fixed-size pool: the conformance cases rewritten for requests up to the block
 //! size (the suite's larger requests are refused by design), and its own promises:
 //! one block size, O(1) reuse, no external fragmentation.
-use devpool_core::{
-    testing::{assert_empty, check_blocks},
-    Allocator, Backend, Block, Error, FaultOn, MockBackend, MockConfig, Request, Rng, StreamId,
-};
+use devpool_core::{Allocator, Backend, Block, Error, Request, Rng, StreamId};
 use devpool_slab::fixed;
+use devpool_testing::conformance::{assert_empty, check_blocks};
+use devpool_testing::{FaultOn, MockBackend, MockConfig};
 use std::sync::Arc;
 
 const BLOCK: usize = 4096;

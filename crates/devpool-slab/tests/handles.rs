@@ -2,8 +2,9 @@
 //! slab's generation: a stale block, whose slab went away and whose place another
 //! slab took, is refused and changes nothing, even when the new slab has the same
 //! address.
-use devpool_core::{Backend, Error, MockBackend, Pool, Request};
+use devpool_core::{Backend, Error, Pool, Request};
 use devpool_slab::{SlabConfig, SlabPool};
+use devpool_testing::MockBackend;
 
 fn refused(e: &Error) -> bool {
     matches!(e, Error::NotOwned { .. } | Error::DoubleFree { .. })

@@ -5,8 +5,9 @@
 //! - the per-class statistics add up to the pool's statistics and to the model;
 //! - the backend holds exactly the slabs the classes report;
 //! - after a trim no empty slab is left, and at the end nothing is held.
-use devpool_core::{Backend, Block, Error, MockBackend, Pool, Request};
+use devpool_core::{Backend, Block, Error, Pool, Request};
 use devpool_slab::{SlabConfig, SlabPool};
+use devpool_testing::MockBackend;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 

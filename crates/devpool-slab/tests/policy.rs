@@ -1,9 +1,8 @@
 //! The documented policies: which empty slabs are kept, what `describe_cache` and
 //! out-of-memory errors name, and the host metadata per block.
-use devpool_core::{
-    human_bytes, Allocator, Backend, Block, Error, MockBackend, MockConfig, Pool, Request,
-};
+use devpool_core::{human_bytes, Allocator, Backend, Block, Error, Pool, Request};
 use devpool_slab::{slab, SlabConfig, SlabPool};
+use devpool_testing::{MockBackend, MockConfig};
 
 #[test]
 fn empty_slabs_kept_one_per_cache_and_keep_empty_in_the_depot() {
@@ -80,7 +79,7 @@ fn out_of_memory_note_points_at_the_cached_class() {
     assert_eq!(info.live, 200);
     assert!(info.note.contains("slab class 256 B"), "{}", info.note);
     a.free(small).unwrap();
-    devpool_core::testing::assert_empty(&a, &mock);
+    devpool_testing::conformance::assert_empty(&a, &mock);
 }
 
 /// Host metadata added per block when `slabs` more slabs of `size` fill up.

@@ -1,9 +1,10 @@
 //! Stream order on the mock with manual events: a slot freed on one stream is not
 //! handed to any stream, by any thread's cache, before that free's event
 //! completes, and comes back to its own stream once it has.
-use devpool_core::testing::overlaps;
-use devpool_core::{Allocator, Block, MockBackend, MockConfig, Request, StreamId};
+use devpool_core::{Allocator, Block, Request, StreamId};
 use devpool_slab::{slab, SlabConfig};
+use devpool_testing::conformance::overlaps;
+use devpool_testing::{MockBackend, MockConfig};
 use std::sync::{Arc, Barrier};
 
 const SIZE: usize = 4096;
@@ -79,7 +80,7 @@ fn cross_stream_free_waits_for_its_event_in_every_cache() {
     for x in on_s3 {
         alloc.free(x).unwrap();
     }
-    devpool_core::testing::assert_empty(&*alloc, &mock);
+    devpool_testing::conformance::assert_empty(&*alloc, &mock);
 }
 
 #[test]
@@ -107,5 +108,5 @@ fn recorded_stream_holds_the_slot_until_its_event() {
     let again = alloc.allocate(Request::new(SIZE).on_stream(s1)).unwrap();
     assert_eq!(again.ptr, b.ptr);
     alloc.free(again).unwrap();
-    devpool_core::testing::assert_empty(&*alloc, &mock);
+    devpool_testing::conformance::assert_empty(&*alloc, &mock);
 }

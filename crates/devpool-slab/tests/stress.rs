@@ -3,8 +3,9 @@
 //! and checked when it is freed, so a slot handed to two owners at once shows up as
 //! a wrong tag. Some blocks are passed to other threads to free, so frees reach the
 //! caches of other threads too.
-use devpool_core::{Allocator, Backend, Block, MockBackend, MockConfig, Rng};
+use devpool_core::{Allocator, Backend, Block, Rng};
 use devpool_slab::{slab, SlabConfig};
+use devpool_testing::{MockBackend, MockConfig};
 use parking_lot::Mutex;
 use std::sync::Arc;
 
@@ -79,7 +80,7 @@ fn sixteen_threads_tagged_blocks() {
         .flat_map(|h| h.join().expect("thread"))
         .collect();
     left.append(&mut handoff.lock());
-    devpool_core::testing::check_blocks(&left.iter().map(|(b, _)| *b).collect::<Vec<_>>());
+    devpool_testing::conformance::check_blocks(&left.iter().map(|(b, _)| *b).collect::<Vec<_>>());
     let s = alloc.stats();
     assert_eq!(s.live_blocks.current, left.len() as u64);
     assert_eq!(
@@ -95,5 +96,5 @@ fn sixteen_threads_tagged_blocks() {
         verify(&mock, &b, tag);
         alloc.free(b).expect("final free");
     }
-    devpool_core::testing::assert_empty(&*alloc, &mock);
+    devpool_testing::conformance::assert_empty(&*alloc, &mock);
 }

@@ -8,8 +8,9 @@
 //! ```
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use devpool_core::testing::Rng;
-use devpool_core::{Allocator, Block, MockBackend, Pool, Request};
+use devpool_core::{Allocator, Block, Pool, Request};
+use devpool_testing::conformance::Rng;
+use devpool_testing::MockBackend;
 use devpool_tlsf::{tlsf, TlsfConfig, TlsfMode, TlsfPool};
 use std::hint::black_box;
 

@@ -23,9 +23,10 @@
 //! `--fraction F`, `--window OPS`, and trace paths (default: both bundled traces).
 
 use devpool_core::{
-    direct, forward_allocator, Allocator, Backend, Block, DirectPool, MockBackend, Request, Result,
-    Stats, StreamId, StreamOrdered,
+    direct, forward_allocator, Allocator, Backend, Block, DirectPool, Request, Result, Stats,
+    StreamId, StreamOrdered,
 };
+use devpool_testing::MockBackend;
 use devpool_tlsf::{tlsf, TlsfConfig, TlsfMode, TlsfPool};
 use devpool_trace::{read_trace, replay_events, ReplayOptions, Trace};
 use std::cell::Cell;

@@ -56,7 +56,8 @@ impl TlsfPool {
     /// A snapshot of the pool's blocks, pages and backend calls.
     ///
     /// ```
-    /// use devpool_core::{MockBackend, Pool, Request};
+    /// use devpool_core::{Pool, Request};
+    /// use devpool_testing::MockBackend;
     /// use devpool_tlsf::{TlsfConfig, TlsfPool};
     /// let pool = TlsfPool::new(MockBackend::shared(), TlsfConfig::default().map_batch_pages(1));
     /// let b = pool.allocate(&Request::new(5 << 20)).unwrap();

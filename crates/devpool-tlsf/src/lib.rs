@@ -39,7 +39,8 @@
 //! docs/BENCHMARKS.md).
 //!
 //! ```
-//! use devpool_core::{Allocator, Backend, MockBackend, Request};
+//! use devpool_core::{Allocator, Backend, Request};
+//! use devpool_testing::MockBackend;
 //! use devpool_tlsf::{tlsf, TlsfConfig};
 //! let mock = MockBackend::shared();
 //! let alloc = tlsf(mock.clone(), TlsfConfig::default());

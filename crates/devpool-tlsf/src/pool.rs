@@ -37,7 +37,8 @@ pub(crate) struct Inner {
 /// A TLSF pool serving one stream. See the [crate docs](crate).
 ///
 /// ```
-/// use devpool_core::{Backend, MockBackend, Pool, Request};
+/// use devpool_core::{Backend, Pool, Request};
+/// use devpool_testing::MockBackend;
 /// use devpool_tlsf::{TlsfConfig, TlsfPool};
 /// let mock = MockBackend::shared();
 /// let pool = TlsfPool::new(mock.clone(), TlsfConfig::default().map_batch_pages(1));
@@ -66,7 +67,8 @@ pub struct TlsfPool {
 /// `"tlsf-virtual"` or `"tlsf-region"` after the mode it resolves to.
 ///
 /// ```
-/// use devpool_core::{Allocator, Backend, MockBackend};
+/// use devpool_core::{Allocator, Backend};
+/// use devpool_testing::MockBackend;
 /// use devpool_tlsf::{tlsf, TlsfConfig};
 /// let mock = MockBackend::shared();
 /// let a = tlsf(mock.clone(), TlsfConfig::default().map_batch_pages(1));

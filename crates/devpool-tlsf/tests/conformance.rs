@@ -1,11 +1,11 @@
 //! The shared conformance suite, in virtual mode and in region mode.
-use devpool_core::MockBackend;
+use devpool_testing::MockBackend;
 use devpool_tlsf::{tlsf, TlsfConfig, TlsfMode};
 use std::sync::Arc;
 
 mod virtual_mode {
     use super::*;
-    devpool_core::conformance_tests!(|mock: Arc<MockBackend>| tlsf(
+    devpool_testing::conformance_tests!(|mock: Arc<MockBackend>| tlsf(
         mock,
         TlsfConfig::default().mode(TlsfMode::Virtual)
     ));
@@ -13,7 +13,7 @@ mod virtual_mode {
 
 mod region_mode {
     use super::*;
-    devpool_core::conformance_tests!(|mock: Arc<MockBackend>| tlsf(
+    devpool_testing::conformance_tests!(|mock: Arc<MockBackend>| tlsf(
         mock,
         TlsfConfig::default().mode(TlsfMode::Region)
     ));
@@ -22,7 +22,7 @@ mod region_mode {
 mod virtual_mode_eager_unmap {
     // No cache at all: every page without a live block goes back when the pool grows.
     use super::*;
-    devpool_core::conformance_tests!(|mock: Arc<MockBackend>| tlsf(
+    devpool_testing::conformance_tests!(|mock: Arc<MockBackend>| tlsf(
         mock,
         TlsfConfig::default()
             .mode(TlsfMode::Virtual)

@@ -1,10 +1,9 @@
 //! Fault injection: a failing `map` or `alloc_region` gives an error, keeps every
 //! live block (their patterns still read back on a host-backed mock) and keeps the
 //! accounting exact (the pool's reserved bytes are the backend's bytes in use).
-use devpool_core::testing::Rng;
-use devpool_core::{
-    Allocator, Backend, Block, Error, FaultOn, MockBackend, MockConfig, Pool, Request,
-};
+use devpool_core::{Allocator, Backend, Block, Error, Pool, Request};
+use devpool_testing::conformance::Rng;
+use devpool_testing::{FaultOn, MockBackend, MockConfig};
 use devpool_tlsf::{tlsf, TlsfConfig, TlsfMode, TlsfPool};
 
 fn exact(pool: &TlsfPool, mock: &MockBackend) {

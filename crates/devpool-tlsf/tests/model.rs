@@ -4,7 +4,8 @@
 //! pages and counts are consistent and that the bytes it says it holds are the
 //! bytes the backend has handed out. At the end everything is freed: each span is
 //! one free block again, and trim gives everything back.
-use devpool_core::{Backend, Block, MockBackend, Pool, Request};
+use devpool_core::{Backend, Block, Pool, Request};
+use devpool_testing::MockBackend;
 use devpool_tlsf::{TlsfConfig, TlsfMode, TlsfPool};
 use proptest::prelude::*;
 use std::collections::BTreeMap;

@@ -1,6 +1,7 @@
 //! The page cache policy and the placement: packing, steady state without backend
 //! calls, a bounded cache, trim, and the unmapping order.
-use devpool_core::{Backend, Block, MockBackend, MockConfig, Pool, Request};
+use devpool_core::{Backend, Block, Pool, Request};
+use devpool_testing::{MockBackend, MockConfig};
 use devpool_tlsf::{TlsfConfig, TlsfMode, TlsfPool, VmConfig};
 
 const MIB: usize = 1 << 20;

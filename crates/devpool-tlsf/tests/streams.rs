@@ -1,8 +1,9 @@
 //! Stream order through the allocator on a mock whose events complete only when the
 //! test says so: a block freed on another stream, or used on another stream, comes
 //! back to its pool only after that stream's work is done, and is then reused.
-use devpool_core::testing::assert_apart;
-use devpool_core::{Allocator, MockBackend, MockConfig, Request, StreamId};
+use devpool_core::{Allocator, Request, StreamId};
+use devpool_testing::conformance::assert_apart;
+use devpool_testing::{MockBackend, MockConfig};
 use devpool_tlsf::{tlsf, TlsfConfig};
 
 #[test]

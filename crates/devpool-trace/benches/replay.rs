@@ -1,7 +1,8 @@
 //! Replay of the bundled traces through the direct allocator on a fresh mock backend:
 //! the replay's own overhead plus the direct allocator's.
 use criterion::{criterion_main, BatchSize, Criterion};
-use devpool_core::{direct, MockBackend};
+use devpool_core::direct;
+use devpool_testing::MockBackend;
 use devpool_trace::{read_trace, replay, ReplayOptions, Trace};
 use std::path::Path;
 

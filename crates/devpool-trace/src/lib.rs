@@ -13,7 +13,8 @@
 //!   strategy's reserved bytes.
 //!
 //! ```
-//! use devpool_core::{direct, MockBackend};
+//! use devpool_core::direct;
+//! use devpool_testing::MockBackend;
 //! use devpool_trace::{read_rmm_csv, replay, ReplayOptions};
 //! let csv = "Thread,Time,Action,Pointer,Size,Stream\n\
 //!            0,12:09:01.393955,allocate,0x7f701be00000,37632,0x0\n\

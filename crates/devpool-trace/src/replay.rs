@@ -115,7 +115,8 @@ fn note(first: &mut Option<String>, e: &devpool_core::Error) {
 /// events.
 ///
 /// ```
-/// use devpool_core::{direct, MockBackend};
+/// use devpool_core::direct;
+/// use devpool_testing::MockBackend;
 /// use devpool_trace::{replay, ReplayOptions, Trace, TraceEvent};
 /// let trace = Trace::new("t", vec![
 ///     TraceEvent::allocate(0x100, 1000),

@@ -1,7 +1,8 @@
 //! Timeline plots.
 mod common;
 
-use devpool_core::{direct, MockBackend};
+use devpool_core::direct;
+use devpool_testing::MockBackend;
 use devpool_trace::{plot_timelines, read_trace, replay, ReplayOptions, TraceError};
 
 #[test]

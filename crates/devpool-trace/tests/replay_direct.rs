@@ -1,9 +1,8 @@
 //! Replaying traces through the direct allocator over a fresh mock backend.
 mod common;
 
-use devpool_core::{
-    direct, Allocator, Backend, Block, MockBackend, MockConfig, Request, Stats, StreamId, GIB,
-};
+use devpool_core::{direct, Allocator, Backend, Block, Request, Stats, StreamId, GIB};
+use devpool_testing::{MockBackend, MockConfig};
 use devpool_trace::{read_trace, replay, Action, ReplayOptions, ReplayReport, Trace, TraceEvent};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -70,7 +70,8 @@ pub(crate) const POLL_EVERY: u32 = 8;
 /// keeps it under its own lock.
 ///
 /// ```
-/// use devpool_core::{Backend, MockBackend, StreamId};
+/// use devpool_core::{Backend, StreamId};
+/// use devpool_testing::MockBackend;
 /// use devpool_vm::{PageLayer, VmConfig};
 /// let mock = MockBackend::shared();
 /// let mut vm = PageLayer::new(mock.clone(), VmConfig::default().map_batch_pages(1));

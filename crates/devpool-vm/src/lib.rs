@@ -53,7 +53,8 @@
 //!   on frees.
 //!
 //! ```
-//! use devpool_core::{Backend, MockBackend, MockConfig, StreamId};
+//! use devpool_core::{Backend, StreamId};
+//! use devpool_testing::{MockBackend, MockConfig};
 //! use devpool_vm::{PageLayer, VmConfig};
 //! let mock = MockBackend::shared_with(MockConfig::default().manual_events());
 //! let mut vm = PageLayer::new(mock.clone(), VmConfig::default().cache(0, 0.0).map_batch_pages(1));

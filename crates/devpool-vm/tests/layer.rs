@@ -1,6 +1,7 @@
 //! The page layer against the mock: use counts, mapping runs and chunks, the cache
 //! bound, unmapping in stream order, out of memory and faults.
-use devpool_core::{Backend, FaultOn, MockBackend, MockConfig, StreamId};
+use devpool_core::{Backend, StreamId};
+use devpool_testing::{FaultOn, MockBackend, MockConfig};
 use devpool_vm::{PageLayer, RangeId, VmConfig};
 use std::sync::Arc;
 

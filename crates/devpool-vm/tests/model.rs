@@ -1,7 +1,8 @@
 //! Random blocks against the page layer: after every step the bookkeeping matches
 //! the live blocks, every byte of a live block is mapped (host-backed writes reach
 //! it), the layer's held bytes are the backend's, and nothing is left at the end.
-use devpool_core::{Backend, MockBackend, MockConfig};
+use devpool_core::Backend;
+use devpool_testing::{MockBackend, MockConfig};
 use devpool_vm::{PageLayer, VmConfig};
 use proptest::prelude::*;
 use std::collections::BTreeMap;

@@ -20,12 +20,14 @@ pub use devpool_arena as arena;
 pub use devpool_buddy as buddy;
 pub use devpool_core as core;
 pub use devpool_core::{
-    direct, Allocator, Backend, Block, DeviceBuffer, DeviceId, DevicePtr, Error, MockBackend,
-    MockConfig, Request, Result, Stats, StreamId,
+    direct, Allocator, Backend, Block, DeviceBuffer, DeviceId, DevicePtr, Error, Request, Result,
+    Stats, StreamId,
 };
 pub use devpool_hybrid as hybrid;
 pub use devpool_ring as ring;
 pub use devpool_slab as slab;
+pub use devpool_testing as testing;
+pub use devpool_testing::{MockBackend, MockConfig};
 pub use devpool_tlsf as tlsf;
 
 mod backend_kind;

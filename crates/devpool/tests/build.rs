@@ -20,7 +20,7 @@ fn every_named_strategy_builds_and_serves() {
                     .unwrap_or_else(|e| panic!("{} {n}: {e}", s.name))
             })
             .collect();
-        devpool::core::testing::check_blocks(&blocks);
+        devpool::testing::conformance::check_blocks(&blocks);
         for b in blocks {
             alloc.free(b).unwrap();
         }

@@ -8,7 +8,7 @@ macro_rules! named {
         $(
             mod $module {
                 use super::*;
-                devpool_core::conformance_tests!(|mock: Arc<MockBackend>| {
+                devpool_testing::conformance_tests!(|mock: Arc<MockBackend>| {
                     $name.parse::<StrategySpec>().expect($name).build(mock)
                 } $(, max_size = $max)?);
             }

@@ -2,8 +2,9 @@
 //! requests) and a TLSF pool (the rest), side by side as the hybrid routes them, and
 //! print, at the moment the backend's held bytes peak, what each part holds.
 
-use devpool_core::{human_bytes, Backend, Block, MockBackend, Pool, Request};
+use devpool_core::{human_bytes, Backend, Block, Pool, Request};
 use devpool_slab::{SlabConfig, SlabPool};
+use devpool_testing::MockBackend;
 use devpool_tlsf::{TlsfConfig, TlsfPool};
 use devpool_trace::{Action, Trace};
 use std::collections::HashMap;

@@ -7,8 +7,9 @@
 //! policies with, not a measurement.
 
 use devpool_core::{
-    Backend, BackendCounters, BackendResult, DeviceId, DevicePtr, EventId, MockBackend, StreamId,
+    Backend, BackendCounters, BackendResult, DeviceId, DevicePtr, EventId, StreamId,
 };
+use devpool_testing::MockBackend;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 

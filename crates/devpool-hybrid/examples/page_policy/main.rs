@@ -17,8 +17,9 @@ mod cost;
 mod synth;
 
 use cost::Costed;
-use devpool_core::{Allocator, Backend, Block, MockBackend, Request, Result};
+use devpool_core::{Allocator, Backend, Block, Request, Result};
 use devpool_hybrid::{hybrid, HybridConfig, LargeStrategy};
+use devpool_testing::MockBackend;
 use devpool_trace::{read_trace, replay, ReplayOptions, Trace};
 use devpool_vm::VmConfig;
 use parking_lot::Mutex;

@@ -1,13 +1,12 @@
 //! The GPU checks on a host-backed mock: they pass on correct allocators and catch
 //! overlapping blocks, lost data and stream-order violations.
 
-mod common;
-
 use devpool_core::{
     direct, Allocator, Backend, BackendCounters, BackendResult, Block, DeviceId, DevicePtr,
-    DirectPool, Error, EventId, MockBackend, MockConfig, Request, Result, StreamId, StreamOrdered,
+    DirectPool, Error, EventId, Request, Result, StreamId, StreamOrdered,
 };
-use devpool_cuda::gpu_checks::{OverlapCheck, StreamOrderCheck};
+use devpool_testing::gpu_checks::{OverlapCheck, StreamOrderCheck};
+use devpool_testing::{MockBackend, MockConfig};
 use parking_lot::Mutex;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,7 +25,7 @@ fn overlap_check_passes_on_correct_allocators() {
     let mock = host_mock();
     for alloc in [
         Box::new(direct(mock.clone())) as Box<dyn Allocator>,
-        Box::new(devpool_cuda::cuda_malloc(mock.clone())),
+        Box::new(devpool_testing::fixtures::reuse(mock.clone())),
     ] {
         let r = small(300, 11).run(&*alloc).unwrap();
         assert_eq!(r.allocations, 300);
@@ -201,7 +200,7 @@ fn stream_order_check_passes_on_correct_allocators() {
     let mock = manual_mock();
     for alloc in [
         Box::new(direct(mock.clone())) as Box<dyn Allocator>,
-        Box::new(devpool_cuda::cuda_malloc(mock.clone())),
+        Box::new(devpool_testing::fixtures::reuse(mock.clone())),
     ] {
         let r = tiny_stream_check().run(&*alloc).unwrap();
         // The mock's work completes only when a stream is synchronized: the freed
@@ -221,7 +220,7 @@ fn stream_order_check_passes_on_correct_allocators() {
 #[test]
 fn stream_order_check_catches_a_cache_shared_by_streams() {
     let mock = manual_mock();
-    let a = common::shared_cache(mock.clone());
+    let a = devpool_testing::fixtures::shared_cache(mock.clone());
     let e = tiny_stream_check()
         .run(&a)
         .expect_err("reuse by another stream while busy must be found");

@@ -7,8 +7,9 @@
 //! has to unwrap:
 //!
 //! ```
-//! use devpool_core::{direct, MockBackend, MockConfig};
-//! use devpool_cuda::gpu_checks::OverlapCheck;
+//! use devpool_core::direct;
+//! use devpool_testing::gpu_checks::OverlapCheck;
+//! use devpool_testing::{MockBackend, MockConfig};
 //! let mock = MockBackend::shared_with(MockConfig::default().host_backed());
 //! let report = OverlapCheck::new(200, 1).sizes(64 << 10, 1 << 20).run(&direct(mock)).unwrap();
 //! assert_eq!(report.allocations, 200);

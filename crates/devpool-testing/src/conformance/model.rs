@@ -3,7 +3,8 @@
 //! only when the sequence says so.
 
 use super::{overlaps, Make};
-use crate::{Backend, Block, EventId, MockBackend, MockConfig, Request, StreamId};
+use crate::{MockBackend, MockConfig};
+use devpool_core::{Backend, Block, EventId, Request, StreamId};
 use std::collections::BTreeMap;
 
 #[derive(Clone, Debug)]

@@ -8,16 +8,14 @@
 //! [`Backend::copy_to_device`] and read them back: two blocks that overlap, or a
 //! block that runs past its memory, show up as wrong data or an error.
 
-use crate::backend::{Backend, BackendCounterCell, BackendCounters, BackendResult};
-use crate::error::BackendError;
-use crate::types::{DeviceId, DevicePtr, EventId, StreamId};
+use devpool_core::{
+    Backend, BackendCounterCell, BackendCounters, BackendError, BackendResult, DeviceId, DevicePtr,
+    EventId, StreamId, GIB,
+};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-
-/// 1 GiB.
-pub const GIB: u64 = 1 << 30;
 
 /// Address space of each mock device (1 PiB): room for hundreds of per-stream pools
 /// that each reserve a range as large as the device.
@@ -183,7 +181,8 @@ struct State {
 /// The CPU mock of a GPU's memory. Cheap to share: wrap it in an [`Arc`].
 ///
 /// ```
-/// use devpool_core::{Backend, MockBackend, MockConfig};
+/// use devpool_core::Backend;
+/// use devpool_testing::{MockBackend, MockConfig};
 /// let mock = MockBackend::new(MockConfig::default().capacity(1 << 30));
 /// let p = mock.alloc_region(4096).unwrap();
 /// assert!(p.is_aligned(256));

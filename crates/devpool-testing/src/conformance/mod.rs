@@ -4,12 +4,12 @@
 //! Use [`conformance_tests!`](crate::conformance_tests) in a test file:
 //!
 //! ```ignore
-//! devpool_core::conformance_tests!(|mock: std::sync::Arc<devpool_core::MockBackend>| {
+//! devpool_testing::conformance_tests!(|mock: std::sync::Arc<devpool_testing::MockBackend>| {
 //!     devpool_core::direct(mock)
 //! });
 //! // An allocator that serves blocks of at most 1 MiB runs every case with sizes
 //! // up to that:
-//! devpool_core::conformance_tests!(|mock| devpool_slab::fixed(mock, 1 << 20), max_size = 1 << 20);
+//! devpool_testing::conformance_tests!(|mock| devpool_slab::fixed(mock, 1 << 20), max_size = 1 << 20);
 //! ```
 //!
 //! Each case builds its own mock backend (sometimes host-backed, sometimes with
@@ -17,14 +17,15 @@
 //! the allocator is meant to serve (`usize::MAX` for no limit) and keeps its sizes
 //! within it, so an allocator with a size limit runs every case, not a subset.
 
-use crate::{Allocator, Backend, Block, MockBackend};
+use crate::MockBackend;
+use devpool_core::{Allocator, Backend, Block};
 use std::sync::Arc;
 
 mod cases;
 mod model;
 
-pub use crate::rng::Rng;
 pub use cases::*;
+pub use devpool_core::Rng;
 pub use model::model_test;
 
 /// A constructor of the allocator under test.
@@ -33,7 +34,8 @@ pub type Make<'a> = &'a (dyn Fn(Arc<MockBackend>) -> Box<dyn Allocator> + Sync);
 /// Whether two blocks share a byte (by granted size, at least one byte each).
 ///
 /// ```
-/// use devpool_core::{testing::overlaps, Block, DeviceId, DevicePtr, StreamId};
+/// use devpool_core::{Block, DeviceId, DevicePtr, StreamId};
+/// use devpool_testing::conformance::overlaps;
 /// let at = |ptr: u64, size: usize| Block {
 ///     ptr: DevicePtr(ptr), size, requested: size, stream: StreamId::DEFAULT,
 ///     device: DeviceId(0), handle: 0,
@@ -63,7 +65,7 @@ pub fn check_blocks(blocks: &[Block]) {
     v.sort_by_key(|b| b.ptr);
     for b in &v {
         assert!(
-            b.ptr.is_aligned(crate::MIN_ALIGN),
+            b.ptr.is_aligned(devpool_core::MIN_ALIGN),
             "{:?} is not 256-byte aligned",
             b.ptr
         );
@@ -120,66 +122,66 @@ macro_rules! conformance_tests {
             use super::*;
             fn make(
                 mock: ::std::sync::Arc<$crate::MockBackend>,
-            ) -> ::std::boxed::Box<dyn $crate::Allocator> {
+            ) -> ::std::boxed::Box<dyn $crate::__private::Allocator> {
                 let f = $make;
                 ::std::boxed::Box::new(f(mock))
             }
             const MAX: usize = $max;
             #[test]
             fn zero_size() {
-                $crate::testing::zero_size(&make, MAX)
+                $crate::conformance::zero_size(&make, MAX)
             }
             #[test]
             fn sizes_aligned_distinct() {
-                $crate::testing::sizes_aligned_distinct(&make, MAX)
+                $crate::conformance::sizes_aligned_distinct(&make, MAX)
             }
             #[test]
             fn alignment() {
-                $crate::testing::alignment(&make, MAX)
+                $crate::conformance::alignment(&make, MAX)
             }
             #[test]
             fn huge_requests() {
-                $crate::testing::huge_requests(&make, MAX)
+                $crate::conformance::huge_requests(&make, MAX)
             }
             #[test]
             fn out_of_memory() {
-                $crate::testing::out_of_memory(&make, MAX)
+                $crate::conformance::out_of_memory(&make, MAX)
             }
             #[test]
             fn random_sizes() {
-                $crate::testing::random_sizes(&make, MAX)
+                $crate::conformance::random_sizes(&make, MAX)
             }
             #[test]
             fn mixed_steps() {
-                $crate::testing::mixed_steps(&make, MAX)
+                $crate::conformance::mixed_steps(&make, MAX)
             }
             #[test]
             fn four_threads() {
-                $crate::testing::four_threads(&make, MAX)
+                $crate::conformance::four_threads(&make, MAX)
             }
             #[test]
             fn cross_thread_free() {
-                $crate::testing::cross_thread_free(&make, MAX)
+                $crate::conformance::cross_thread_free(&make, MAX)
             }
             #[test]
             fn bad_frees() {
-                $crate::testing::bad_frees(&make, MAX)
+                $crate::conformance::bad_frees(&make, MAX)
             }
             #[test]
             fn data_integrity() {
-                $crate::testing::data_integrity(&make, MAX)
+                $crate::conformance::data_integrity(&make, MAX)
             }
             #[test]
             fn stream_order() {
-                $crate::testing::stream_order(&make, MAX)
+                $crate::conformance::stream_order(&make, MAX)
             }
             #[test]
             fn backend_faults() {
-                $crate::testing::backend_faults(&make, MAX)
+                $crate::conformance::backend_faults(&make, MAX)
             }
             #[test]
             fn model() {
-                $crate::testing::model_test(&make, MAX, 64)
+                $crate::conformance::model_test(&make, MAX, 64)
             }
         }
     };

@@ -2,7 +2,8 @@
 //! request it is meant to serve, and keeps its sizes within that.
 
 use super::{assert_apart, assert_empty, check_blocks, Make, Rng};
-use crate::{Allocator, Backend, Block, Error, MockBackend, MockConfig, Request, StreamId};
+use crate::{MockBackend, MockConfig};
+use devpool_core::{Allocator, Backend, Block, Error, Request, StreamId};
 use std::sync::Arc;
 
 fn free_all(a: &dyn Allocator, blocks: Vec<Block>) {
@@ -235,13 +236,13 @@ pub fn bad_frees(make: Make, max: usize) {
     let b = a.alloc(size).unwrap();
     let before = a.stats();
     let mut forged = b;
-    forged.ptr = crate::DevicePtr(0x1234_5600);
+    forged.ptr = devpool_core::DevicePtr(0x1234_5600);
     assert!(a.free(forged).is_err(), "a pointer never handed out");
     let mut inside = b;
     inside.ptr = b.ptr.offset(256);
     assert!(a.free(inside).is_err(), "a pointer inside a block");
     let mut wrong_dev = b;
-    wrong_dev.device = crate::DeviceId(7);
+    wrong_dev.device = devpool_core::DeviceId(7);
     assert!(matches!(a.free(wrong_dev), Err(Error::WrongDevice { .. })));
     let mut wrong_size = b;
     wrong_size.size += 1 << 20;
