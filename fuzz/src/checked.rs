@@ -1,7 +1,7 @@
 //! [`Checked`]: an allocator wrapper that checks every block the allocator under
 //! test hands out against the promises of `devpool_core::Allocator`.
 
-use devpool_core::{Allocator, Backend, Block, Request, Result, Stats, StreamId, MIN_ALIGN};
+use devpool_core::{Allocator, Backend, Block, Parts, Request, Result, Stats, StreamId, MIN_ALIGN};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -10,25 +10,30 @@ use std::sync::{Arc, Mutex};
 /// - a non-null address aligned to the request's alignment (at least 256 B);
 /// - at least the requested size (at least one byte), `requested` and `stream` as
 ///   asked, the allocator's device;
-/// - a handle in the low 62 bits, unless the allocator is a router (the hybrid
-///   strategies), which tags its pools' handles with the top two bits;
+/// - a handle in the pool's bits of the core contract
+///   ([`POOL_HANDLE_BITS`](devpool_core::POOL_HANDLE_BITS)), unless the allocator is
+///   a router (its parts are routes), which tags them with one of its routes;
 /// - no overlap with any block that is live.
 ///
 /// Blocks are forgotten when their free succeeds.
 pub struct Checked<'a> {
     inner: &'a dyn Allocator,
-    /// Whether handles must fit in 62 bits.
-    narrow_handles: bool,
+    /// Routes a handle may be tagged with (1: none, the bits stay clear).
+    routes: u64,
     /// Live blocks by start address: (end address, block).
     live: Mutex<BTreeMap<u64, (u64, Block)>>,
 }
 
 impl<'a> Checked<'a> {
-    /// Check `inner`; `router` says it tags handles with the top two bits.
-    pub fn new(inner: &'a dyn Allocator, router: bool) -> Self {
+    /// Check `inner`.
+    pub fn new(inner: &'a dyn Allocator) -> Self {
+        let routes = match inner.parts() {
+            Parts::Routes(r) => r.len() as u64,
+            _ => 1,
+        };
         Checked {
             inner,
-            narrow_handles: !router,
+            routes,
             live: Mutex::new(BTreeMap::new()),
         }
     }
@@ -50,8 +55,9 @@ impl<'a> Checked<'a> {
         assert_eq!(b.stream, req.stream, "stream of {b:?} for {req:?}");
         assert_eq!(b.device, self.inner.device(), "device of {b:?}");
         assert!(
-            !self.narrow_handles || b.handle < 1 << 62,
-            "handle of {b:?} past 62 bits"
+            b.route() < self.routes,
+            "handle of {b:?} uses the router's bits ({} routes)",
+            self.routes
         );
         let start = b.ptr.0;
         let end = start

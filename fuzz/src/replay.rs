@@ -112,7 +112,7 @@ pub fn check(input: &Input) {
     let name = input.strategy_name();
     let mock = MockBackend::shared_with(MockConfig::default().capacity(input.capacity_bytes()));
     let alloc = input.strategy().build(mock.clone());
-    let checked = Checked::new(alloc.as_ref(), input.strategy().hybrid().is_some());
+    let checked = Checked::new(alloc.as_ref());
     let trace = input.trace();
     let opts = ReplayOptions {
         timeline_points: 16,

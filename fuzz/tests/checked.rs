@@ -50,7 +50,7 @@ impl<F: Fn(Block, Option<Block>) -> Block + Send + Sync> Allocator for Broken<F>
 }
 
 fn two_allocations(alloc: &dyn Allocator) {
-    let checked = Checked::new(alloc, false);
+    let checked = Checked::new(alloc);
     checked.alloc(4096).expect("first");
     checked.alloc(4096).expect("second");
 }

@@ -27,6 +27,10 @@ const LEDGER_EPOCH_MASK: u64 = EPOCH_MASK;
 const HANDLE_INDEX_BITS: u32 = LEDGER_COUNT_BITS;
 const HANDLE_GEN_BITS: u32 = 20;
 const HANDLE_EPOCH_BITS: u32 = 20;
+// A handle fills the pool's bits of the core contract and leaves the router's clear.
+const _: () = assert!(
+    HANDLE_EPOCH_BITS + HANDLE_GEN_BITS + HANDLE_INDEX_BITS == devpool_core::POOL_HANDLE_BITS
+);
 
 /// The slot value of a cursor that points at no chunk.
 pub const NO_SLOT: usize = (1 << SLOT_BITS) - 1;

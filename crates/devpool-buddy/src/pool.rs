@@ -44,6 +44,9 @@ pub struct BuddyPool {
     pub(crate) counters: Counters,
 }
 
+// A handle keeps to the pool's bits of the core contract and leaves the router's clear.
+const _: () = assert!(32 + GEN_MASK.count_ones() <= devpool_core::POOL_HANDLE_BITS);
+
 /// The handle of a block: its node and the node's generation.
 #[inline]
 fn encode(node: u32, gen: u32) -> u64 {

@@ -51,5 +51,5 @@ pub use rng::Rng;
 pub use stats::{AtomicGauge, Counters, Gauge, Stats};
 pub use types::{
     align_up, excerpt, human_bytes, Block, DeviceId, DevicePtr, EventId, Request, StreamId, GIB,
-    MIN_ALIGN,
+    HANDLE_ROUTES, MIN_ALIGN, POOL_HANDLE_BITS, POOL_HANDLE_MASK,
 };

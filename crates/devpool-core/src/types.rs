@@ -170,11 +170,71 @@ pub struct Block {
     /// Device the memory lives on.
     pub device: DeviceId,
     /// The owner's token: whatever it needs to check and free the block in O(1)
-    /// (a slab index and slot, a buddy order, a route). Opaque to callers.
+    /// (a slab index and slot, a buddy order, a route). Opaque to callers. A pool
+    /// uses only the low [`POOL_HANDLE_BITS`]; the bits above are a router's
+    /// ([`Block::route`], [`Block::routed`]).
     pub handle: u64,
 }
 
+/// Bits of [`Block::handle`] a [`Pool`](crate::Pool) may use: the low 62. The two
+/// above belong to a router that sends requests to several pools and tags each
+/// block with the route that made it; the conformance suite checks that every pool
+/// leaves them clear.
+pub const POOL_HANDLE_BITS: u32 = 62;
+
+/// The mask of the bits of [`Block::handle`] a pool may use.
+pub const POOL_HANDLE_MASK: u64 = (1 << POOL_HANDLE_BITS) - 1;
+
+/// Routes a router can tag in the bits above [`POOL_HANDLE_BITS`] (4).
+pub const HANDLE_ROUTES: u64 = 1 << (u64::BITS - POOL_HANDLE_BITS);
+
 impl Block {
+    /// The route a router tagged this block with (0 when none did).
+    #[inline]
+    pub fn route(&self) -> u64 {
+        self.handle >> POOL_HANDLE_BITS
+    }
+
+    /// The block as its pool made it: the router's bits cleared.
+    #[inline]
+    pub fn unrouted(&self) -> Block {
+        Block {
+            handle: self.handle & POOL_HANDLE_MASK,
+            ..*self
+        }
+    }
+
+    /// The block tagged with `route` (below [`HANDLE_ROUTES`]) by a router, or
+    /// [`Corrupted`](crate::Error::Corrupted) when the pool that made it used a
+    /// router's bits (or the route does not fit): the pool broke its contract.
+    ///
+    /// ```
+    /// use devpool_core::{Block, DeviceId, DevicePtr, StreamId, POOL_HANDLE_MASK};
+    /// let b = Block { ptr: DevicePtr(0x1000), size: 256, requested: 256,
+    ///     stream: StreamId::DEFAULT, device: DeviceId(0), handle: 42 };
+    /// let tagged = b.routed(2).unwrap();
+    /// assert_eq!((tagged.route(), tagged.unrouted()), (2, b));
+    /// let greedy = Block { handle: POOL_HANDLE_MASK + 1, ..b };
+    /// assert!(greedy.routed(1).is_err());
+    /// ```
+    #[inline]
+    pub fn routed(self, route: u64) -> crate::Result<Block> {
+        if self.handle > POOL_HANDLE_MASK || route >= HANDLE_ROUTES {
+            return Err(crate::Error::Corrupted {
+                ptr: self.ptr,
+                detail: format!(
+                    "handle {:#x} of a pool uses the bits above the low {POOL_HANDLE_BITS}, \
+                     which belong to the router (route {route})",
+                    self.handle
+                ),
+            });
+        }
+        Ok(Block {
+            handle: self.handle | route << POOL_HANDLE_BITS,
+            ..self
+        })
+    }
+
     /// `Ok` when the block lives on `device`, else the
     /// [`WrongDevice`](crate::Error::WrongDevice) error an allocator of `device` answers.
     #[inline]

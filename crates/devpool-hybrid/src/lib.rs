@@ -9,7 +9,8 @@
 //! | huge | from `huge_min`: 1 GiB in the `inference` preset, off (never) in `training` and `with_buddy` | one backend region per block ([`devpool_core::DirectPool`]) |
 //!
 //! Routing is one or two compares on the request size; a block remembers its route
-//! in the top two bits of its handle, so a free goes straight back to the strategy
+//! in the top two bits of its handle (the router's bits of the core contract,
+//! [`devpool_core::POOL_HANDLE_BITS`]), so a free goes straight back to the strategy
 //! that made it.
 //!
 //! ```

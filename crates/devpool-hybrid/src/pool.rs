@@ -5,15 +5,12 @@ use crate::slabs::SlabSource;
 use devpool_buddy::BuddyPool;
 use devpool_core::{
     Block, DirectPool, Error, IntoBackend, Parts, Pool, Request, Result, RouteStats, Stats,
-    StreamId, StreamOrdered,
+    StreamId, StreamOrdered, POOL_HANDLE_BITS, POOL_HANDLE_MASK,
 };
 use devpool_slab::SlabPool;
 use devpool_tlsf::TlsfPool;
 use serde::Serialize;
 use std::sync::Arc;
-
-const ROUTE_SHIFT: u32 = 62;
-const HANDLE_MASK: u64 = (1 << ROUTE_SHIFT) - 1;
 
 /// A route of the hybrid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -144,15 +141,13 @@ impl HybridPool {
 
     #[inline]
     fn split(block: &Block) -> Result<(Route, Block)> {
-        let route = match block.handle >> ROUTE_SHIFT {
+        let route = match block.route() {
             0 => Route::Small,
             1 => Route::Large,
             2 => Route::Huge,
             _ => return Err(Error::NotOwned { ptr: block.ptr }),
         };
-        let mut inner = *block;
-        inner.handle &= HANDLE_MASK;
-        Ok((route, inner))
+        Ok((route, block.unrouted()))
     }
 }
 
@@ -175,7 +170,7 @@ impl Pool for HybridPool {
 
     #[inline]
     fn deallocate(&self, block: &Block) -> Result<()> {
-        if block.handle >> ROUTE_SHIFT == Route::Small as u64 {
+        if block.route() == Route::Small as u64 {
             // The small route's tag is zero: the block goes to the slab as it is.
             return self.slab.deallocate(block);
         }
@@ -246,10 +241,15 @@ impl HybridPool {
             Route::Large => self.large.pool().allocate(req),
             Route::Huge => self.huge.allocate(req),
         };
-        // Tag the block where it lies.
+        // Tag the block where it lies; a pool that used the router's bits broke the
+        // contract: its block goes back and the request fails.
         if let Ok(b) = &mut r {
-            debug_assert!(b.handle <= HANDLE_MASK);
-            b.handle |= (route as u64) << ROUTE_SHIFT;
+            if b.handle > POOL_HANDLE_MASK {
+                let bad = *b;
+                let _ = self.pool(route).deallocate(&bad);
+                return bad.routed(route as u64);
+            }
+            b.handle |= (route as u64) << POOL_HANDLE_BITS;
         }
         r
     }

@@ -35,7 +35,8 @@ fn handle(tag: u8, seq: u64) -> u64 {
 /// routers.
 #[inline]
 fn split(handle: u64) -> Option<(u8, u64)> {
-    (handle >> 62 == 0).then_some(((handle >> SEQ_BITS) as u8, handle & SEQ_MASK))
+    (handle >> devpool_core::POOL_HANDLE_BITS == 0)
+        .then_some(((handle >> SEQ_BITS) as u8, handle & SEQ_MASK))
 }
 
 /// The index of `block`'s ring and the block's sequence number, or `NotOwned`.

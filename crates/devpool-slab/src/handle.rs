@@ -25,7 +25,7 @@ const GEN_SHIFT: u32 = CACHE_SHIFT + CACHE_BITS;
 
 // Checked when the crate compiles: the handle fills 62 bits (a router keeps the top
 // two), and every thread cache has a number.
-const _: () = assert!(GEN_SHIFT + 16 == 62);
+const _: () = assert!(GEN_SHIFT + 16 == devpool_core::POOL_HANDLE_BITS);
 const _: () = assert!(1 << CACHE_BITS >= crate::THREAD_CACHES);
 
 /// Where a block lives.

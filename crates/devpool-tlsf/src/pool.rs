@@ -13,8 +13,10 @@ use std::sync::Arc;
 
 /// Blocks of a class looked at per search.
 const SCAN: usize = 8;
-/// Bits of a node's generation kept in a handle (the top two bits stay clear).
+/// Bits of a node's generation kept in a handle, above the node's 32: the handle
+/// fills the pool's bits of the core contract and leaves the router's clear.
 const GEN_BITS: u32 = 30;
+const _: () = assert!(32 + GEN_BITS == devpool_core::POOL_HANDLE_BITS);
 const GEN_MASK: u64 = (1 << GEN_BITS) - 1;
 
 /// The state behind the pool's lock.

@@ -61,6 +61,33 @@ pub fn sizes_aligned_distinct(make: Make, max: usize) {
     assert_empty(&*a, &mock);
 }
 
+/// A pool's handles keep to the low [`POOL_HANDLE_BITS`](devpool_core::POOL_HANDLE_BITS),
+/// the pool's part of the contract; only a router (an allocator whose
+/// [`parts`](devpool_core::Allocator::parts) are routes) tags the bits above, and
+/// then with a route it has.
+pub fn handles_leave_router_bits(make: Make, max: usize) {
+    let mock = MockBackend::shared();
+    let a = make(mock.clone());
+    let blocks: Vec<Block> = [1usize, 3000, 70 << 10, 5 << 20, 300 << 20]
+        .into_iter()
+        .filter(|&s| s <= max)
+        .map(|s| a.alloc(s).unwrap_or_else(|e| panic!("alloc {s}: {e}")))
+        .collect();
+    let routes = match a.parts() {
+        devpool_core::Parts::Routes(r) => r.len() as u64,
+        _ => 1,
+    };
+    for b in &blocks {
+        assert!(
+            b.route() < routes,
+            "{b:?}: handle {:#x} uses the router's bits (routes: {routes})",
+            b.handle
+        );
+    }
+    free_all(&*a, blocks);
+    assert_empty(&*a, &mock);
+}
+
 /// Alignments from 256 B to 64 KiB are all served, and honoured; bad ones are
 /// refused with the value asked for.
 pub fn alignment(make: Make, max: usize) {

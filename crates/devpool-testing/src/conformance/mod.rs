@@ -136,6 +136,10 @@ macro_rules! conformance_tests {
                 $crate::conformance::sizes_aligned_distinct(&make, MAX)
             }
             #[test]
+            fn handles_leave_router_bits() {
+                $crate::conformance::handles_leave_router_bits(&make, MAX)
+            }
+            #[test]
             fn alignment() {
                 $crate::conformance::alignment(&make, MAX)
             }
