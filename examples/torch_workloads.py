@@ -325,7 +325,11 @@ def main():
         import devpool
 
         s = devpool.stats(local)
-        result["devpool"] = {"config": s.get("config"), "peak_backend_bytes": s.get("peak_reserved_bytes")}
+        result["devpool"] = {
+            "config": s.get("config"),
+            "peak_backend_bytes": s.get("peak_reserved_bytes"),
+            "backend_counters": s.get("backend_counters"),
+        }
     if args.record and local == 0:
         snap = torch.cuda.memory._snapshot()
         torch.cuda.memory._record_memory_history(enabled=None)
