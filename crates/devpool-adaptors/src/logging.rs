@@ -121,7 +121,7 @@ impl<A: Allocator, W: Write + Send> Logging<A, W> {
             action,
             ptr: ptr.0,
             size,
-            stream: s.0,
+            stream: s.raw(),
         };
         if write_rmm_row(sink, &event).is_err() {
             self.write_errors.fetch_add(1, Relaxed);

@@ -8,7 +8,7 @@
 mod common;
 
 use common::{check_tag, write_tag};
-use devpool_core::{Allocator, Backend, Block, Error, Request, Rng, StreamId};
+use devpool_core::{Allocator, Backend, Block, Error, Request, Rng};
 use devpool_testing::conformance::{assert_empty, check_blocks};
 use devpool_testing::{FaultOn, MockBackend, MockConfig};
 use parking_lot::Mutex;
@@ -102,7 +102,7 @@ pub fn fault_injection(make: &Make, cfg: MockConfig) {
             let align = if rng.below(4) == 0 { 4096 } else { 256 };
             let req = Request::new(rng.log_uniform(1, 8 << 20))
                 .with_align(align)
-                .on_stream(StreamId(rng.below(2)));
+                .on_stream(devpool_testing::MockBackend::stream(rng.below(2)));
             if let Some(b) = try_alloc(&*a, req, &format!("round {round}")) {
                 id += 1;
                 live.push(tag_new(&mock, b, id));
@@ -112,7 +112,7 @@ pub fn fault_injection(make: &Make, cfg: MockConfig) {
             check(&mock, &t);
             // Now and then freed on the other stream: it waits for an event.
             let s = if rng.below(4) == 0 {
-                StreamId(1 - t.block.stream.0)
+                devpool_testing::MockBackend::stream(1 - t.block.stream.raw())
             } else {
                 t.block.stream
             };
@@ -248,7 +248,7 @@ pub fn stress_16_threads(make: &Make, cfg: MockConfig) {
             let (a, mock, ranges) = (a.clone(), mock.clone(), ranges.clone());
             std::thread::spawn(move || {
                 let mut rng = Rng::new(1000 + t);
-                let stream = StreamId(t % 4);
+                let stream = devpool_testing::MockBackend::stream(t % 4);
                 let mut live: Vec<Tagged> = Vec::new();
                 for op in 0..1000u64 {
                     if live.len() < 12 && (live.is_empty() || rng.below(2) == 0) {
@@ -267,7 +267,7 @@ pub fn stress_16_threads(make: &Make, cfg: MockConfig) {
                         let t = live.swap_remove(rng.below(live.len() as u64) as usize);
                         check(&mock, &t);
                         ranges.lock().remove(&t.block.ptr.0);
-                        let other = StreamId((stream.0 + 1) % 4);
+                        let other = devpool_testing::MockBackend::stream((stream.raw() + 1) % 4);
                         match rng.below(6) {
                             0 => a.deallocate(t.block, other),
                             1 => a

@@ -130,7 +130,7 @@ pub fn forged_blocks(make: &Make) {
     let x = a.alloc(100_000).unwrap();
     let y = a.alloc(3000).unwrap();
     let z = a
-        .allocate(Request::new(3000).on_stream(StreamId(5)))
+        .allocate(Request::new(3000).on_stream(devpool_testing::MockBackend::stream(5)))
         .unwrap();
     let before = a.stats();
     let cases = [
@@ -166,7 +166,7 @@ pub fn forged_blocks(make: &Make) {
         (
             "stream with no pool",
             Block {
-                stream: StreamId(77),
+                stream: devpool_testing::MockBackend::stream(77),
                 ..x
             },
         ),
@@ -317,7 +317,10 @@ pub fn double_free(make: &Make) {
 pub fn double_free_while_pending(make: &Make) {
     let mock = MockBackend::shared_with(MockConfig::default().manual_events());
     let a = make(mock.clone());
-    let (s1, s2) = (StreamId(1), StreamId(2));
+    let (s1, s2) = (
+        devpool_testing::MockBackend::stream(1),
+        devpool_testing::MockBackend::stream(2),
+    );
     let b = a.allocate(Request::new(4096).on_stream(s1)).unwrap();
     a.deallocate(b, s2).unwrap();
     for free_on in [s1, s2] {
@@ -353,7 +356,7 @@ pub fn wrong_device(make: &Make) {
         r => panic!("{r:?}"),
     }
     assert!(matches!(
-        a.record_stream(&other, StreamId(3)),
+        a.record_stream(&other, devpool_testing::MockBackend::stream(3)),
         Err(Error::WrongDevice { .. })
     ));
     assert_unchanged(&*a, &before, "a free on the wrong device");
@@ -366,7 +369,10 @@ pub fn wrong_device(make: &Make) {
 pub fn free_on_another_stream(make: &Make) {
     let mock = MockBackend::shared_with(MockConfig::default().manual_events());
     let a = make(mock.clone());
-    let (s1, s2) = (StreamId(1), StreamId(2));
+    let (s1, s2) = (
+        devpool_testing::MockBackend::stream(1),
+        devpool_testing::MockBackend::stream(2),
+    );
     let b = a.allocate(Request::new(4096).on_stream(s1)).unwrap();
     a.deallocate(b, s2)
         .expect("a free on another stream is valid");
@@ -421,7 +427,7 @@ pub fn too_many_streams(make: &Make) {
     let mut blocks = Vec::new();
     let (mut limited, mut oom) = (0, 0);
     for s in 1..=2048u64 {
-        match a.allocate(Request::new(256).on_stream(StreamId(s))) {
+        match a.allocate(Request::new(256).on_stream(devpool_testing::MockBackend::stream(s))) {
             Ok(b) => blocks.push(b),
             Err(Error::Limit(msg)) => {
                 assert!(msg.contains("streams"), "{msg}");
@@ -441,7 +447,7 @@ pub fn too_many_streams(make: &Make) {
         blocks.len()
     );
     assert!(matches!(
-        a.allocate(Request::new(1).on_stream(StreamId(u64::MAX))),
+        a.allocate(Request::new(1).on_stream(devpool_testing::MockBackend::stream(u64::MAX))),
         Err(Error::Unsupported(_))
     ));
     // Served streams still serve; a never-seen stream owns nothing.
@@ -450,7 +456,7 @@ pub fn too_many_streams(make: &Make) {
         .unwrap();
     blocks.push(again);
     let stranger = Block {
-        stream: StreamId(1 << 40),
+        stream: devpool_testing::MockBackend::stream(1 << 40),
         ..blocks[0]
     };
     assert!(matches!(a.free(stranger), Err(Error::NotOwned { .. })));
@@ -466,13 +472,17 @@ pub fn record_stream_of_dead_block(make: &Make) {
     let a = make(mock.clone());
     let b = a.alloc(4096).unwrap();
     a.free(b).unwrap();
-    let e = a.record_stream(&b, StreamId(9)).expect_err("freed");
+    let e = a
+        .record_stream(&b, devpool_testing::MockBackend::stream(9))
+        .expect_err("freed");
     assert!(is_not_owned_or_double(&e), "{e}");
     let foreign = Block {
         ptr: DevicePtr(0x4000_0000),
         ..b
     };
-    assert!(a.record_stream(&foreign, StreamId(9)).is_err());
+    assert!(a
+        .record_stream(&foreign, devpool_testing::MockBackend::stream(9))
+        .is_err());
     assert_empty(&*a, &mock);
 }
 
@@ -649,9 +659,10 @@ fn pending_double_free_is_named() {
     let mock = MockBackend::shared_with(MockConfig::default().manual_events());
     let a = direct(mock.clone());
     let b = a
-        .allocate(Request::new(4096).on_stream(StreamId(1)))
+        .allocate(Request::new(4096).on_stream(devpool_testing::MockBackend::stream(1)))
         .unwrap();
-    a.deallocate(b, StreamId(2)).unwrap();
+    a.deallocate(b, devpool_testing::MockBackend::stream(2))
+        .unwrap();
     assert_eq!(a.pending_frees(), 1);
     assert!(matches!(a.free(b), Err(Error::DoubleFree { .. })));
     mock.complete_all();
@@ -669,7 +680,7 @@ fn stream_table_bound() {
     let mut served = Vec::new();
     let mut first_refusal = None;
     for s in 1..=16u64 {
-        match a.allocate(Request::new(1).on_stream(StreamId(s))) {
+        match a.allocate(Request::new(1).on_stream(devpool_testing::MockBackend::stream(s))) {
             Ok(b) => served.push(b),
             Err(Error::Limit(_)) => {
                 first_refusal.get_or_insert(s);
@@ -696,8 +707,11 @@ fn limit_and_guard_answers() {
     assert!(matches!(a.alloc(usize::MAX), Err(Error::Limit(_))));
     let mock = MockBackend::shared_with(MockConfig::default().host_backed());
     let g = devpool_adaptors::Guarded::new(direct(mock));
-    let b = g.allocate(Request::new(10).on_stream(StreamId(1))).unwrap();
-    g.deallocate(b, StreamId(2)).unwrap();
+    let b = g
+        .allocate(Request::new(10).on_stream(devpool_testing::MockBackend::stream(1)))
+        .unwrap();
+    g.deallocate(b, devpool_testing::MockBackend::stream(2))
+        .unwrap();
     assert!(
         matches!(g.free(b), Err(Error::NotOwned { .. })),
         "guarded forgets a block at its free, pending or not"

@@ -2,7 +2,7 @@
 //! freed all the same.
 use devpool_adaptors::{Guarded, GUARD_PATTERN};
 use devpool_core::{
-    direct, Allocator, Backend, BackendError, Block, DeviceId, DevicePtr, Error, Request, StreamId,
+    direct, Allocator, Backend, BackendError, Block, DeviceId, DevicePtr, Error, Request,
 };
 use devpool_testing::{MockBackend, MockConfig};
 use std::sync::Arc;
@@ -187,7 +187,10 @@ fn huge_and_bad_requests() {
 fn cross_stream_free_waits_and_checks() {
     let mock = MockBackend::shared_with(MockConfig::default().host_backed().manual_events());
     let a = Guarded::new(direct(mock.clone()));
-    let (s1, s2) = (StreamId(1), StreamId(2));
+    let (s1, s2) = (
+        devpool_testing::MockBackend::stream(1),
+        devpool_testing::MockBackend::stream(2),
+    );
     let b = a.allocate(Request::new(2048).on_stream(s1)).unwrap();
     a.record_stream(&b, s2).unwrap();
     mock.copy_to_device(b.ptr.offset(2048), &[1], s2).unwrap();

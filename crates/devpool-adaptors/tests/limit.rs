@@ -28,7 +28,7 @@ fn never_over_admits_under_eight_threads() {
                 for _ in 0..3000 {
                     if live.len() < 6 && rng.below(3) != 0 {
                         let req = Request::new(rng.log_uniform(4 << 10, 2 << 20))
-                            .on_stream(StreamId(t % 2));
+                            .on_stream(devpool_testing::MockBackend::stream(t % 2));
                         match a.allocate(req) {
                             Ok(b) => live.push(b),
                             Err(Error::Limit(_)) => {

@@ -3,7 +3,7 @@
 mod common;
 
 use devpool_adaptors::Logging;
-use devpool_core::{direct, Allocator, Block, Request, Rng, StreamId};
+use devpool_core::{direct, Allocator, Block, Request, Rng};
 use devpool_testing::{MockBackend, MockConfig};
 use devpool_trace::RMM_CSV_HEADER;
 use std::collections::HashSet;
@@ -84,10 +84,11 @@ fn rows_parse_back_as_the_run() {
     let a = Logging::new(direct(mock), sink.clone());
     let x = a.alloc(37632).unwrap();
     let y = a
-        .allocate(Request::new(0).on_stream(StreamId(0xbeef)))
+        .allocate(Request::new(0).on_stream(devpool_testing::MockBackend::stream(0xbeef)))
         .unwrap();
     assert!(a.alloc(1 << 30).is_err());
-    a.deallocate(y, StreamId(7)).unwrap();
+    a.deallocate(y, devpool_testing::MockBackend::stream(7))
+        .unwrap();
     assert!(a.free(y).is_err(), "a rejected free is not logged");
     a.free(x).unwrap();
     let rows = parse(&sink.text());
@@ -225,7 +226,8 @@ fn the_project_reader_replays_a_logged_run() {
                 let mut live: Vec<Block> = Vec::new();
                 for _ in 0..300 {
                     if live.len() < 6 && rng.below(2) == 0 {
-                        let req = Request::new(rng.log_uniform(0, 1 << 20)).on_stream(StreamId(t));
+                        let req = Request::new(rng.log_uniform(0, 1 << 20))
+                            .on_stream(devpool_testing::MockBackend::stream(t));
                         live.push(a.allocate(req).unwrap());
                     } else if let Some(b) = live.pop() {
                         a.free(b).unwrap();

@@ -131,7 +131,7 @@ fn exact_under_eight_threads() {
                 for _ in 0..1000 {
                     if live.len() < 16 && rng.below(2) == 0 {
                         let req = Request::new(rng.log_uniform(1, 1 << 20))
-                            .on_stream(devpool_core::StreamId(t % 3));
+                            .on_stream(devpool_testing::MockBackend::stream(t % 3));
                         let b = a.allocate(req).unwrap();
                         bytes += b.requested as u64;
                         n += 1;

@@ -94,7 +94,10 @@ mod tests {
         let mock = MockBackend::new(MockConfig::default().manual_events());
         let mut f = Fence::default();
         assert!(f.settle(&mock, false).unwrap(), "an empty fence is settled");
-        let (s1, s2) = (StreamId(1), StreamId(2));
+        let (s1, s2) = (
+            devpool_testing::MockBackend::stream(1),
+            devpool_testing::MockBackend::stream(2),
+        );
         f.add(&mock, s1).unwrap();
         f.add(&mock, s2).unwrap();
         f.add(&mock, s1).unwrap();

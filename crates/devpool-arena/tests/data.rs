@@ -1,7 +1,7 @@
 //! Host-backed mock: data written in a frame reads back until the frame ends, and the
 //! next frame reuses the same memory without disturbing its own blocks.
 use devpool_arena::{arena, ArenaConfig, MIB};
-use devpool_core::{Allocator, Backend, Block, Request, StreamId};
+use devpool_core::{Allocator, Backend, Block, Request};
 use devpool_testing::conformance::{check_blocks, Rng};
 use devpool_testing::{MockBackend, MockConfig};
 
@@ -67,7 +67,10 @@ fn data_survives_within_frames_and_memory_is_reused_across_them() {
 fn blocks_on_two_streams_never_share_memory() {
     let mock = MockBackend::shared_with(MockConfig::default().host_backed().capacity(1 << 30));
     let a = arena(mock.clone(), ArenaConfig::default().chunk_size(MIB));
-    let streams = [StreamId(1), StreamId(2)];
+    let streams = [
+        devpool_testing::MockBackend::stream(1),
+        devpool_testing::MockBackend::stream(2),
+    ];
     for frame in 0..4u8 {
         let mut live = Vec::new();
         for i in 0..100usize {

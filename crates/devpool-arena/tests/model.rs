@@ -2,7 +2,7 @@
 //! same epoch overlap, every block is aligned, the statistics add up, and blocks of
 //! ended epochs or already freed are refused without changing anything.
 use devpool_arena::{arena, ArenaConfig};
-use devpool_core::{Allocator, Backend, Block, Request, StreamId};
+use devpool_core::{Allocator, Backend, Block, Request};
 use devpool_testing::MockBackend;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -73,7 +73,7 @@ proptest! {
             match op {
                 Op::Alloc { size, align_log, stream } => {
                     let align = 1usize << align_log;
-                    let req = Request::new(size).with_align(align).on_stream(StreamId(stream as u64));
+                    let req = Request::new(size).with_align(align).on_stream(devpool_testing::MockBackend::stream(stream as u64));
                     let b = a.allocate(req).map_err(|e| TestCaseError::fail(format!("alloc {size}: {e}")))?;
                     prop_assert!(b.ptr.is_aligned(align));
                     prop_assert!(b.size >= size.max(1));

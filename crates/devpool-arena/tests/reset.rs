@@ -26,7 +26,9 @@ fn blocks_of_an_ended_frame_are_rejected() {
             matches!(a.free(b), Err(Error::DoubleFree { .. })),
             "a block of the last frame is already freed"
         );
-        assert!(a.record_stream(&b, StreamId(9)).is_err());
+        assert!(a
+            .record_stream(&b, devpool_testing::MockBackend::stream(9))
+            .is_err());
     }
     assert_eq!(a.stats(), before, "rejected frees change nothing");
     // The new frame works and its blocks are checked as usual.
@@ -128,7 +130,7 @@ fn a_reused_record_does_not_revive_the_old_block() {
     assert_ne!(y.handle, x.handle, "another block all the same");
     assert!(matches!(a.free(x), Err(Error::DoubleFree { .. })));
     assert!(matches!(
-        a.record_stream(&x, StreamId(5)),
+        a.record_stream(&x, devpool_testing::MockBackend::stream(5)),
         Err(Error::DoubleFree { .. })
     ));
     assert_eq!(a.stats().live_blocks.current, 2, "y is still live");
@@ -273,7 +275,11 @@ fn larger_alignments_are_honoured_across_chunks() {
 fn cross_stream_frees_fence_the_rewind_not_the_reset() {
     let mock = MockBackend::shared_with(MockConfig::default().manual_events());
     let a = arena(mock.clone(), small());
-    let (s1, s2, s3) = (StreamId(1), StreamId(2), StreamId(3));
+    let (s1, s2, s3) = (
+        devpool_testing::MockBackend::stream(1),
+        devpool_testing::MockBackend::stream(2),
+        devpool_testing::MockBackend::stream(3),
+    );
     let x = a.allocate(Request::new(4096).on_stream(s1)).unwrap();
     a.deallocate(x, s2).unwrap();
     assert_eq!(a.stats().live_blocks.current, 0, "freed at once");
@@ -304,14 +310,18 @@ fn cross_stream_frees_fence_the_rewind_not_the_reset() {
 fn each_stream_has_its_own_arena() {
     let mock = MockBackend::shared();
     let a = arena(mock.clone(), small());
-    let (s1, s2) = (StreamId(1), StreamId(2));
+    let (s1, s2) = (
+        devpool_testing::MockBackend::stream(1),
+        devpool_testing::MockBackend::stream(2),
+    );
     let x = a.allocate(Request::new(1000).on_stream(s1)).unwrap();
     let y = a.allocate(Request::new(1000).on_stream(s2)).unwrap();
     assert_eq!(a.detail().chunks, 2);
     a.reset_stream(s1).unwrap();
     assert!(a.free(x).is_err(), "stream 1's frame ended");
     a.free(y).unwrap();
-    a.reset_stream(StreamId(77)).unwrap();
+    a.reset_stream(devpool_testing::MockBackend::stream(77))
+        .unwrap();
 }
 
 #[test]

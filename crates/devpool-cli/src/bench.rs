@@ -138,16 +138,19 @@ fn threads_pairs(
     // worker that waited for a core is counted in full.
     let warm = Arc::new(Barrier::new(threads + 1));
     let go = Arc::new(Barrier::new(threads + 1));
+    let streams = (0..threads)
+        .map(|_| alloc.backend().create_stream())
+        .collect::<std::result::Result<Vec<StreamId>, _>>()
+        .map_err(|source| CliError::Backend {
+            what: "a stream for each bench thread".into(),
+            source,
+        })?;
     let mut handles = Vec::with_capacity(threads);
-    for t in 0..threads {
+    for (t, stream) in streams.into_iter().enumerate() {
         let (alloc, warm, go) = (alloc.clone(), warm.clone(), go.clone());
         let spawned = std::thread::Builder::new()
             .name(format!("bench-{t}"))
             .spawn(move || {
-                let stream = alloc
-                    .backend()
-                    .create_stream()
-                    .unwrap_or(StreamId(1000 + t as u64));
                 pair(&*alloc, size, stream, 64, Duration::ZERO); // warm this stream's pool
                 warm.wait();
                 go.wait();

@@ -57,7 +57,7 @@ impl CAbi {
 }
 
 fn stream_ptr(s: StreamId) -> *mut std::ffi::c_void {
-    std::ptr::without_provenance_mut(s.0 as usize)
+    std::ptr::without_provenance_mut(s.raw() as usize)
 }
 
 impl Allocator for CAbi {

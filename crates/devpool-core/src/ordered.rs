@@ -51,14 +51,14 @@ type Factory<P> = Box<dyn Fn(StreamId) -> P + Send + Sync>;
 /// events (the design is in docs/DESIGN.md, "Why one pool per stream").
 ///
 /// ```
-/// use devpool_core::{Allocator, DirectPool, Request, StreamId, StreamOrdered};
+/// use devpool_core::{Allocator, Backend, DirectPool, Request, StreamOrdered};
 /// use devpool_testing::{MockBackend, MockConfig};
 /// use std::sync::Arc;
 /// let mock = MockBackend::shared_with(MockConfig::default().manual_events());
 /// let backend: Arc<dyn devpool_core::Backend> = mock.clone();
 /// let b2 = backend.clone();
 /// let alloc = StreamOrdered::new("direct", backend, move |_| DirectPool::new(b2.clone()));
-/// let (a, s) = (StreamId(1), StreamId(2));
+/// let (a, s) = (mock.create_stream().unwrap(), mock.create_stream().unwrap());
 /// let blk = alloc.allocate(Request::new(4096).on_stream(a)).unwrap();
 /// alloc.deallocate(blk, s).unwrap(); // freed on another stream: waits for an event
 /// assert_eq!(alloc.pending_frees(), 1);

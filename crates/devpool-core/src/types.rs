@@ -56,14 +56,43 @@ impl fmt::Display for DevicePtr {
     }
 }
 
-/// An opaque stream handle. On CUDA it is the `CUstream` value; `StreamId::DEFAULT`
+/// A stream of a device. On CUDA it is the `CUstream` value; [`StreamId::DEFAULT`]
 /// (zero) is the legacy default stream.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
-pub struct StreamId(pub u64);
+///
+/// Safe code cannot make one up: a stream comes from
+/// [`Backend::create_stream`](crate::Backend::create_stream), is the default stream,
+/// or is adopted with the `unsafe` [`StreamId::from_raw`], whose caller promises it is
+/// a stream of the device. So a backend that hands a stream to its driver knows the
+/// driver made it (a forged number would reach the driver as a handle).
+///
+/// ```compile_fail
+/// let forged = devpool_core::StreamId(1000); // the field is private
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
+pub struct StreamId(pub(crate) u64);
 
 impl StreamId {
     /// The default stream.
     pub const DEFAULT: StreamId = StreamId(0);
+
+    /// The stream whose handle is `raw`.
+    ///
+    /// # Safety
+    ///
+    /// `raw` is 0 (the default stream) or a stream of the device the id will be used
+    /// with, alive while the id is: one a backend made (its `create_stream` uses this),
+    /// or one a caller of the C ABI hands in (a `CUstream` of the device's context).
+    /// The CUDA backend passes the handle to the driver as it is.
+    #[inline]
+    pub const unsafe fn from_raw(raw: u64) -> StreamId {
+        StreamId(raw)
+    }
+
+    /// The raw handle (the `CUstream` value on CUDA; 0 for the default stream).
+    #[inline]
+    pub const fn raw(self) -> u64 {
+        self.0
+    }
 }
 
 impl fmt::Debug for StreamId {
@@ -97,9 +126,10 @@ pub struct EventId(pub u64);
 /// What a caller asks for: a size, an alignment and the stream that will use it.
 ///
 /// ```
-/// use devpool_core::{Request, StreamId};
-/// let r = Request::new(1000).with_align(4096).on_stream(StreamId(7));
-/// assert_eq!((r.size, r.align, r.stream), (1000, 4096, StreamId(7)));
+/// use devpool_core::{Backend, Request};
+/// let s = devpool_testing::MockBackend::default().create_stream().unwrap();
+/// let r = Request::new(1000).with_align(4096).on_stream(s);
+/// assert_eq!((r.size, r.align, r.stream), (1000, 4096, s));
 /// assert_eq!(Request::new(1).align, 256);
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -57,8 +57,10 @@ pub(crate) struct VmTable {
 ///   `cuMemSetAccess`; [`alias`](Backend::alias) maps held memory a second time;
 ///   [`unmap`](Backend::unmap) waits for nothing (see the `vmm` module).
 /// - Streams are non-blocking `CUstream`s; a [`StreamId`] is the raw handle, and
-///   `StreamId(0)` is the legacy default stream. Any stream handle of this device's
-///   primary context may be passed in, including ones made by other libraries.
+///   [`StreamId::DEFAULT`] (0) is the legacy default stream. A stream handle of this
+///   device's primary context made elsewhere (PyTorch's, say) comes in through the
+///   `unsafe` [`StreamId::from_raw`], whose caller vouches for it: safe code cannot
+///   hand the driver a made-up handle.
 /// - Events are `CUevent`s without timing.
 /// - [`enable_peer_access`](Backend::enable_peer_access) lets another device use this
 ///   one's regions and pages (see the `peer` module); copies between devices go
@@ -477,11 +479,13 @@ impl Backend for CudaBackend {
         .map_err(|e| self.fail(e))?;
         let id = s as usize as u64;
         self.streams.lock().insert(id);
-        Ok(StreamId(id))
+        // SAFETY: a stream of this device's primary context, just made, alive until
+        // destroy_stream.
+        Ok(unsafe { StreamId::from_raw(id) })
     }
 
     fn destroy_stream(&self, stream: StreamId) -> BackendResult<()> {
-        if !self.streams.lock().remove(&stream.0) {
+        if !self.streams.lock().remove(&stream.raw()) {
             return Err(self.invalid(
                 "destroy_stream",
                 format!("{stream:?} was not made by this backend"),

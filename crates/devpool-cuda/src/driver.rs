@@ -202,7 +202,7 @@ impl Drop for Entered {
 /// The raw stream handle of a [`StreamId`](devpool_core::StreamId).
 #[inline]
 pub(crate) fn raw_stream(s: devpool_core::StreamId) -> sys::CUstream {
-    s.0 as usize as sys::CUstream
+    s.raw() as usize as sys::CUstream
 }
 
 /// The raw event handle of an [`EventId`](devpool_core::EventId).

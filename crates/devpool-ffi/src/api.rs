@@ -17,9 +17,13 @@ use std::ptr;
 /// Null is the legacy default stream.
 pub type CudaStream = *mut c_void;
 
+/// The stream a C caller names.
 #[inline]
 pub(crate) fn stream_id(stream: CudaStream) -> StreamId {
-    StreamId(stream.addr() as u64)
+    // SAFETY: the C ABI's contract (include/devpool.h): `stream` is null (the legacy
+    // default stream) or a stream of the device's context that outlives the call's
+    // use of it, as for any CUDA allocator interface.
+    unsafe { StreamId::from_raw(stream.addr() as u64) }
 }
 
 #[inline]

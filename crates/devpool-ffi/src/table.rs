@@ -59,7 +59,13 @@ fn key_of(block: &Block) -> Option<u64> {
 
 #[inline]
 fn pack(key: u64, b: &Block) -> Slot {
-    [key, b.size as u64, b.requested as u64, b.stream.0, b.handle]
+    [
+        key,
+        b.size as u64,
+        b.requested as u64,
+        b.stream.raw(),
+        b.handle,
+    ]
 }
 
 #[inline]
@@ -68,7 +74,8 @@ fn unpack(s: &Slot) -> Block {
         ptr: DevicePtr(s[0] & !0xFF),
         size: s[1] as usize,
         requested: s[2] as usize,
-        stream: StreamId(s[3]),
+        // SAFETY: packed from the block's own stream, a stream of its device.
+        stream: unsafe { StreamId::from_raw(s[3]) },
         device: DeviceId((s[0] & 0xFF) as u32),
         handle: s[4],
     }
@@ -355,7 +362,9 @@ mod tests {
             ptr: DevicePtr(0x7f12_3456_7800),
             size: usize::MAX,
             requested: usize::MAX - 1,
-            stream: StreamId(u64::MAX - 3),
+            // SAFETY: a value the table stores and gives back; nothing uses it as a
+            // stream.
+            stream: unsafe { StreamId::from_raw(u64::MAX - 3) },
             device: DeviceId(255),
             handle: u64::MAX,
         };

@@ -110,7 +110,10 @@ mod tests {
     fn done_only_when_every_stream_completed() {
         let mock = MockBackend::new(MockConfig::default().manual_events());
         let mut ev = Events::default();
-        let (s1, s2) = (StreamId(1), StreamId(2));
+        let (s1, s2) = (
+            devpool_testing::MockBackend::stream(1),
+            devpool_testing::MockBackend::stream(2),
+        );
         ev.record(&mock, 7, &[s1, s2]).unwrap();
         let mut err = None;
         assert!(!ev.done(&mock, 7, false, &mut err));

@@ -1,7 +1,7 @@
 //! What the ring does when it is full, as its configuration says: fail at once with
 //! its state in the message, wait for other threads' frees or for other streams'
 //! events, or grow (in regions: a second ring, the first given back once drained).
-use devpool_core::{Allocator, Backend, Request, StreamId};
+use devpool_core::{Allocator, Backend, Request};
 use devpool_ring::{ring, RingConfig, RingMode, WhenFull};
 use devpool_testing::{MockBackend, MockConfig};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -93,7 +93,7 @@ fn wait_gets_room_when_another_streams_work_completes() {
             .capacity(8 * MIB)
             .when_full(WhenFull::Wait(Duration::from_secs(30))),
     );
-    let other = StreamId(5);
+    let other = devpool_testing::MockBackend::stream(5);
     let a = r.alloc(4 * MIB).unwrap();
     let b = r.alloc(4 * MIB).unwrap();
     r.deallocate(a, other).unwrap(); // its bytes wait for stream 5

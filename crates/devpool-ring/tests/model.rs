@@ -6,7 +6,7 @@
 //! block may overlap one of those, nor a live block. After every step the pools'
 //! invariants hold, the statistics add up and the bytes the pools hold are the
 //! backend's bytes in use.
-use devpool_core::{Allocator, Backend, Block, Request, StreamId};
+use devpool_core::{Allocator, Backend, Block, Request};
 use devpool_ring::{ring, Ring, RingConfig, RingMode};
 use devpool_testing::{MockBackend, MockConfig};
 use proptest::prelude::*;
@@ -86,7 +86,7 @@ fn check(
         mock.counters().bytes_in_use.current
     );
     for st in 0..3 {
-        if let Some(p) = r.pool(StreamId(st)) {
+        if let Some(p) = r.pool(devpool_testing::MockBackend::stream(st)) {
             p.verify().map_err(TestCaseError::fail)?;
         }
     }
@@ -111,7 +111,7 @@ proptest! {
                 Op::Alloc { size, align_log, stream } => {
                     let align = 1usize << align_log;
                     let b = r
-                        .allocate(Request::new(size).with_align(align).on_stream(StreamId(stream)))
+                        .allocate(Request::new(size).with_align(align).on_stream(devpool_testing::MockBackend::stream(stream)))
                         .map_err(|e| TestCaseError::fail(format!("alloc {size}: {e}")))?;
                     prop_assert!(b.ptr.is_aligned(align) && b.size >= size);
                     let overlaps = |o: &Block| b.ptr.0 < o.ptr.0 + o.size as u64 && o.ptr.0 < b.ptr.0 + b.size as u64;
@@ -133,12 +133,12 @@ proptest! {
                     }
                     let key = *m.live.keys().nth(pick % m.live.len()).unwrap();
                     let b = m.live.remove(&key).unwrap();
-                    let on = on.map_or(b.stream, StreamId);
+                    let on = on.map_or(b.stream, devpool_testing::MockBackend::stream);
                     r.deallocate(b, on).map_err(|e| TestCaseError::fail(format!("free: {e}")))?;
                     prop_assert!(r.deallocate(b, on).is_err(), "double free caught");
                     let mut waits = m.recorded.remove(&b.ptr.0).unwrap_or_default();
-                    waits.insert(on.0);
-                    waits.remove(&b.stream.0);
+                    waits.insert(on.raw());
+                    waits.remove(&b.stream.raw());
                     if !waits.is_empty() {
                         m.unsafe_.push((b, waits));
                     }
@@ -150,11 +150,11 @@ proptest! {
                     }
                     let key = *m.live.keys().nth(pick % m.live.len()).unwrap();
                     let b = m.live[&key];
-                    r.record_stream(&b, StreamId(stream)).map_err(|e| TestCaseError::fail(format!("record: {e}")))?;
+                    r.record_stream(&b, devpool_testing::MockBackend::stream(stream)).map_err(|e| TestCaseError::fail(format!("record: {e}")))?;
                     m.recorded.entry(b.ptr.0).or_default().insert(stream);
                 }
                 Op::Complete { stream } => {
-                    mock.complete_stream(StreamId(stream));
+                    mock.complete_stream(devpool_testing::MockBackend::stream(stream));
                     for (_, w) in &mut m.unsafe_ {
                         w.remove(&stream);
                     }

@@ -39,7 +39,7 @@ fn sixteen_threads_tagged_blocks() {
             let (alloc, mock, handoff) = (alloc.clone(), mock.clone(), handoff.clone());
             std::thread::spawn(move || {
                 let mut rng = Rng::new(t as u64 + 1);
-                let own = StreamId(100 + t as u64);
+                let own = devpool_testing::MockBackend::stream(100 + t as u64);
                 let mut mine: VecDeque<(Block, u8)> = VecDeque::new();
                 for n in 0..STEPS {
                     match rng.below(10) {

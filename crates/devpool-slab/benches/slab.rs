@@ -174,7 +174,10 @@ fn pair_threads(c: &mut Criterion) {
         let a = Arc::new(slab(MockBackend::shared(), SlabConfig::default()));
         let a2 = a.clone();
         let crew = Crew::new(
-            streams.iter().map(|&s| StreamId(s)).collect(),
+            streams
+                .iter()
+                .map(|&s| devpool_testing::MockBackend::stream(s))
+                .collect(),
             move |&mut s, k| {
                 for _ in 0..k {
                     let x = a2
@@ -210,7 +213,7 @@ fn random(c: &mut Criterion) {
         let loops = streams
             .iter()
             .enumerate()
-            .map(|(i, &s)| Loop::new(i as u64 + 1, StreamId(s)))
+            .map(|(i, &s)| Loop::new(i as u64 + 1, devpool_testing::MockBackend::stream(s)))
             .collect();
         let crew = Crew::new(
             loops,

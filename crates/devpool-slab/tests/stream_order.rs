@@ -23,7 +23,11 @@ fn grab(alloc: &dyn Allocator, stream: StreamId, n: usize) -> Vec<Block> {
 fn cross_stream_free_waits_for_its_event_in_every_cache() {
     let mock = MockBackend::shared_with(MockConfig::default().manual_events());
     let alloc = Arc::new(slab(mock.clone(), SlabConfig::default()));
-    let (s1, s2, s3) = (StreamId(1), StreamId(2), StreamId(3));
+    let (s1, s2, s3) = (
+        devpool_testing::MockBackend::stream(1),
+        devpool_testing::MockBackend::stream(2),
+        devpool_testing::MockBackend::stream(3),
+    );
 
     // The block is the lowest slot of its slab, so it would be the next one handed
     // out on s1 if it went back at once.
@@ -87,7 +91,10 @@ fn cross_stream_free_waits_for_its_event_in_every_cache() {
 fn recorded_stream_holds_the_slot_until_its_event() {
     let mock = MockBackend::shared_with(MockConfig::default().manual_events());
     let alloc = Arc::new(slab(mock.clone(), SlabConfig::default()));
-    let (s1, s2) = (StreamId(1), StreamId(2));
+    let (s1, s2) = (
+        devpool_testing::MockBackend::stream(1),
+        devpool_testing::MockBackend::stream(2),
+    );
     let b = alloc.allocate(Request::new(SIZE).on_stream(s1)).unwrap();
     alloc.record_stream(&b, s2).unwrap();
     // Freed on its own stream, from another thread: still waits for s2.

@@ -207,6 +207,15 @@ impl Default for MockBackend {
 }
 
 impl MockBackend {
+    /// The mock's stream numbered `n` (0: the default stream). The mock keeps any
+    /// number as a stream, made on first use, so tests name streams by number; a
+    /// stream for another backend comes from its `create_stream`.
+    pub fn stream(n: u64) -> StreamId {
+        // SAFETY: a stream of the mock, which takes any number as a stream of its own
+        // and never hands one to a driver.
+        unsafe { StreamId::from_raw(n) }
+    }
+
     /// A mock with these settings.
     pub fn new(cfg: MockConfig) -> Self {
         assert!(cfg.granularity.is_power_of_two() && cfg.granularity >= 4096);
@@ -292,7 +301,7 @@ impl MockBackend {
     /// Complete all work queued so far on `stream` (events recorded on it complete).
     pub fn complete_stream(&self, stream: StreamId) {
         let mut s = self.state.lock();
-        let st = s.streams.entry(stream.0).or_default();
+        let st = s.streams.entry(stream.raw()).or_default();
         st.completed = st.submitted;
     }
 
@@ -509,7 +518,7 @@ impl MockBackend {
     fn queue_work(&self, ptr: DevicePtr, len: usize, stream: StreamId) {
         let mut s = self.state.lock();
         let immediate = self.cfg.events == EventPolicy::Immediate;
-        let st = s.streams.entry(stream.0).or_default();
+        let st = s.streams.entry(stream.raw()).or_default();
         st.submitted += 1;
         let seq = st.submitted;
         if immediate {
@@ -521,7 +530,7 @@ impl MockBackend {
         let mut p = ptr.0 & !(g - 1);
         while p < end {
             if s.pages.contains_key(&p) {
-                s.busy.insert(p, (stream.0, seq));
+                s.busy.insert(p, (stream.raw(), seq));
             }
             p += g;
         }
@@ -878,12 +887,14 @@ impl Backend for MockBackend {
         let id = s.next_stream;
         s.next_stream += 1;
         s.streams.insert(id, StreamState::default());
-        Ok(StreamId(id))
+        // SAFETY: a stream of this mock, just made; the mock's streams are numbers it
+        // keeps in its own table and never hands to a driver.
+        Ok(unsafe { StreamId::from_raw(id) })
     }
 
     fn destroy_stream(&self, stream: StreamId) -> BackendResult<()> {
         let mut s = self.state.lock();
-        if stream == StreamId::DEFAULT || s.streams.remove(&stream.0).is_none() {
+        if stream == StreamId::DEFAULT || s.streams.remove(&stream.raw()).is_none() {
             return Err(self.invalid("destroy_stream", format!("{stream:?} was not created")));
         }
         Ok(())
@@ -921,7 +932,7 @@ impl Backend for MockBackend {
     fn record_event(&self, event: EventId, stream: StreamId) -> BackendResult<()> {
         BackendCounterCell::bump(&self.counters.event_records);
         let mut s = self.state.lock();
-        let st = s.streams.entry(stream.0).or_default();
+        let st = s.streams.entry(stream.raw()).or_default();
         st.submitted += 1;
         let seq = st.submitted;
         if self.cfg.events == EventPolicy::Immediate {
@@ -929,7 +940,7 @@ impl Backend for MockBackend {
         }
         match s.events.get_mut(&event.0) {
             Some(e) => {
-                e.target = Some((stream.0, seq));
+                e.target = Some((stream.raw(), seq));
                 Ok(())
             }
             None => Err(self.invalid("record_event", format!("unknown event {}", event.0))),

@@ -1,7 +1,7 @@
 //! Stream order through the allocator on a mock whose events complete only when the
 //! test says so: a block freed on another stream, or used on another stream, comes
 //! back to its pool only after that stream's work is done, and is then reused.
-use devpool_core::{Allocator, Request, StreamId};
+use devpool_core::{Allocator, Request};
 use devpool_testing::conformance::assert_apart;
 use devpool_testing::{MockBackend, MockConfig};
 use devpool_tlsf::{tlsf, TlsfConfig};
@@ -10,7 +10,10 @@ use devpool_tlsf::{tlsf, TlsfConfig};
 fn cross_stream_free_waits_for_the_event_then_is_reused() {
     let mock = MockBackend::shared_with(MockConfig::default().manual_events());
     let alloc = tlsf(mock.clone(), TlsfConfig::default());
-    let (s1, s2) = (StreamId(1), StreamId(2));
+    let (s1, s2) = (
+        devpool_testing::MockBackend::stream(1),
+        devpool_testing::MockBackend::stream(2),
+    );
     let a = alloc
         .allocate(Request::new(64 << 20).on_stream(s1))
         .unwrap();
@@ -47,7 +50,10 @@ fn cross_stream_free_waits_for_the_event_then_is_reused() {
 fn record_stream_holds_the_block_until_that_stream_is_done() {
     let mock = MockBackend::shared_with(MockConfig::default().manual_events());
     let alloc = tlsf(mock.clone(), TlsfConfig::default());
-    let (s1, s3) = (StreamId(1), StreamId(3));
+    let (s1, s3) = (
+        devpool_testing::MockBackend::stream(1),
+        devpool_testing::MockBackend::stream(3),
+    );
     let a = alloc
         .allocate(Request::new(32 << 20).on_stream(s1))
         .unwrap();

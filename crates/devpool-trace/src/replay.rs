@@ -6,7 +6,8 @@ use crate::latency::{timer_overhead_ns, Histogram};
 use crate::recent::Recent;
 use crate::report::{BackendCallsSummary, LatencySummary, ReplayReport, TimelinePoint};
 use crate::timeline::Timeline;
-use devpool_core::{Allocator, Block, Request, StreamId};
+use devpool_core::{Allocator, Backend, Block, Request, StreamId};
+use std::collections::HashMap;
 use std::fmt;
 use std::time::Instant;
 
@@ -147,9 +148,12 @@ pub fn replay(trace: &Trace, alloc: &dyn Allocator, opts: &ReplayOptions) -> Rep
 /// blocks live at once, not with the number of events: latencies go to fixed-size
 /// histograms and the timeline keeps at most its number of points.
 ///
-/// Each `allocate` event becomes a request of the event's size on its stream (the
-/// handle as a [`StreamId`]); each `free` event frees the block the replay got for
-/// that pointer, on the event's stream. Reserved bytes are the backend's own count of
+/// Each `allocate` event becomes a request of the event's size on its stream; each
+/// `free` event frees the block the replay got for that pointer, on the event's
+/// stream. A recorded stream handle is only a name: stream 0 is the default stream,
+/// and each other handle gets a stream of its own from the backend
+/// ([`Backend::create_stream`](devpool_core::Backend::create_stream)), made when the
+/// trace first names it and left alive (the allocator's pools may refer to it). Reserved bytes are the backend's own count of
 /// device bytes held, read after every event, memory the allocator took before the
 /// first event (an initial pool) included; so give each replay a fresh backend and a
 /// fresh allocator. Nothing here panics on a bad trace or a failing allocator: failed
@@ -180,6 +184,7 @@ pub fn replay_events<E>(
         ..ReplayReport::default()
     };
     let mut bytes = Bytes::default();
+    let mut streams = Streams::default();
     let mut calls = 0u64;
     let mut sampled_peak = 0u64;
 
@@ -198,7 +203,7 @@ pub fn replay_events<E>(
             }
         };
         r.events += 1;
-        let stream = StreamId(ev.stream);
+        let stream = streams.of(ev.stream, &*backend, &mut r.first_error);
         match ev.action {
             Action::Allocate => {
                 recent.reused(ev.ptr);
@@ -321,4 +326,36 @@ pub fn replay_events<E>(
     }
     r.wall_ms = started.elapsed().as_secs_f64() * 1e3;
     Ok(r)
+}
+
+/// The backend's streams that stand for a trace's recorded stream handles.
+#[derive(Default)]
+struct Streams(HashMap<u64, StreamId>);
+
+impl Streams {
+    /// The stream for recorded handle `raw` (0: the default stream), made on first
+    /// use. A backend that cannot make one gets the default stream, and the first
+    /// error says so.
+    fn of(
+        &mut self,
+        raw: u64,
+        backend: &dyn Backend,
+        first_error: &mut Option<String>,
+    ) -> StreamId {
+        if raw == 0 {
+            return StreamId::DEFAULT;
+        }
+        *self
+            .0
+            .entry(raw)
+            .or_insert_with(|| match backend.create_stream() {
+                Ok(s) => s,
+                Err(e) => {
+                    first_error.get_or_insert_with(|| {
+                        format!("stream {raw:#x} replayed on the default stream: {e}")
+                    });
+                    StreamId::DEFAULT
+                }
+            })
+    }
 }

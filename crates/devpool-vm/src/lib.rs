@@ -61,7 +61,7 @@
 //! let page = vm.page_size();
 //! let r = vm.reserve(16 * page as usize, page as usize).unwrap();
 //! let (lo, hi) = (vm.base(r), vm.base(r) + 4 * page);
-//! let s = StreamId(7);
+//! let s = devpool_testing::MockBackend::stream(7);
 //! vm.acquire(r, (lo, hi), (lo, vm.base(r) + 16 * page)).unwrap();
 //! vm.release(r, (lo, hi), s); // work on stream 7 may still use the pages
 //! vm.trim_nowait().unwrap();

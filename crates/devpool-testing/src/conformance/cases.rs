@@ -215,17 +215,16 @@ pub fn four_threads(make: Make, max: usize) {
     for per_thread_stream in [false, true] {
         let mock = MockBackend::shared();
         let a: Arc<dyn Allocator> = Arc::from(make(mock.clone()));
+        let st = super::streams(&mock, 5);
         let handles: Vec<_> = (0..4)
             .map(|t| {
                 let a = a.clone();
-                std::thread::spawn(move || {
-                    let s = if per_thread_stream {
-                        StreamId(t + 1)
-                    } else {
-                        StreamId::DEFAULT
-                    };
-                    mixed(&*a, 100 + t, 500, s, max)
-                })
+                let s = if per_thread_stream {
+                    st[t as usize + 1]
+                } else {
+                    StreamId::DEFAULT
+                };
+                std::thread::spawn(move || mixed(&*a, 100 + t, 500, s, max))
             })
             .collect();
         let live: Vec<Block> = handles
@@ -325,7 +324,8 @@ pub fn data_integrity(make: Make, max: usize) {
 pub fn stream_order(make: Make, max: usize) {
     let mock = MockBackend::shared_with(MockConfig::default().manual_events());
     let a = make(mock.clone());
-    let (s1, s2, s3) = (StreamId(11), StreamId(22), StreamId(33));
+    let st = super::streams(&mock, 4);
+    let (s1, s2, s3) = (st[1], st[2], st[3]);
     let mut held = Vec::new();
     // Freed on another stream than its own. Nothing is freed until the checks are
     // done: a backend free may wait for the device (as cuMemFree does), which would
@@ -379,8 +379,9 @@ pub fn backend_faults(make: Make, max: usize) {
     let a = make(mock.clone());
     let mut live: Vec<(Block, u8)> = Vec::new();
     let mut rng = Rng::new(9);
+    let st = super::streams(&mock, 4);
     for round in 0..60u32 {
-        let stream = StreamId(1 + (round % 3) as u64);
+        let stream = st[1 + (round % 3) as usize];
         mock.fail_nth(FaultOn::AnyAcquire, 1 + rng.below(3));
         for _ in 0..4 {
             let req = Request::new(rng.log_uniform(1, max.min(16 << 20))).on_stream(stream);
@@ -413,7 +414,7 @@ pub fn backend_faults(make: Make, max: usize) {
         if round % 5 == 4 {
             // Free every block of the next stream and give memory back, so that its
             // pool must ask the backend again.
-            let next = StreamId(1 + ((round + 1) % 3) as u64);
+            let next = st[1 + ((round + 1) % 3) as usize];
             let (gone, kept): (Vec<_>, Vec<_>) =
                 live.into_iter().partition(|(b, _)| b.stream == next);
             live = kept;

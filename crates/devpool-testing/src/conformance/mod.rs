@@ -31,6 +31,13 @@ pub use model::model_test;
 /// A constructor of the allocator under test.
 pub type Make<'a> = &'a (dyn Fn(Arc<MockBackend>) -> Box<dyn Allocator> + Sync);
 
+/// `n` streams of `mock`: the default stream first, then `n - 1` the mock makes.
+pub fn streams(mock: &MockBackend, n: usize) -> Vec<devpool_core::StreamId> {
+    std::iter::once(devpool_core::StreamId::DEFAULT)
+        .chain((1..n).map(|_| mock.create_stream().expect("the mock makes streams")))
+        .collect()
+}
+
 /// Whether two blocks share a byte (by granted size, at least one byte each).
 ///
 /// ```

@@ -65,6 +65,10 @@ pub fn model_test(make: Make, max: usize, cases: u32) {
         .run(&proptest::collection::vec(op, 1..120), |ops| {
             let mock = MockBackend::shared_with(MockConfig::default().manual_events());
             let a = make(mock.clone());
+            // Stream `i` of the operations: 0 the default stream, the others made by
+            // the backend.
+            let st = super::streams(&mock, 5);
+            let index = |s: StreamId| st.iter().position(|&x| x == s).unwrap_or(0);
             let fail =
                 |what: &str, e: &dyn std::fmt::Display| TestCaseError::fail(format!("{what}: {e}"));
             let mut model: BTreeMap<u64, Block> = BTreeMap::new();
@@ -90,7 +94,7 @@ pub fn model_test(make: Make, max: usize, cases: u32) {
                         let align = 1usize << align_log;
                         let req = Request::new(size)
                             .with_align(align)
-                            .on_stream(StreamId(stream as u64));
+                            .on_stream(st[stream as usize]);
                         let b = a
                             .allocate(req)
                             .map_err(|e| fail(&format!("alloc {size} align {align}"), &e))?;
@@ -119,7 +123,7 @@ pub fn model_test(make: Make, max: usize, cases: u32) {
                         let key = *model.keys().nth(pick % model.len()).unwrap();
                         let b = model.remove(&key).unwrap();
                         let s = if other_stream {
-                            StreamId(b.stream.0 + 1)
+                            st[index(b.stream) + 1]
                         } else {
                             b.stream
                         };
@@ -151,7 +155,7 @@ pub fn model_test(make: Make, max: usize, cases: u32) {
                         }
                         let key = *model.keys().nth(pick % model.len()).unwrap();
                         let b = model[&key];
-                        let s = StreamId(b.stream.0 + 2);
+                        let s = st[index(b.stream) + 2];
                         a.record_stream(&b, s)
                             .map_err(|e| fail("record_stream", &e))?;
                         let v = recorded.entry(key).or_default();
@@ -160,7 +164,7 @@ pub fn model_test(make: Make, max: usize, cases: u32) {
                         }
                     }
                     Op::Complete { stream } => match stream {
-                        Some(s) => mock.complete_stream(StreamId(s as u64)),
+                        Some(s) => mock.complete_stream(st[s as usize]),
                         None => mock.complete_all(),
                     },
                     Op::Trim => {

@@ -230,7 +230,7 @@ fn verify(backend: &dyn Backend, live: &[Block], report: &mut OverlapReport) -> 
     // on another stream could still be queued and land after the read, hiding the
     // overlap. So every stream involved is synchronized first.
     let mut streams: Vec<StreamId> = order.iter().map(|b| b.stream).collect();
-    streams.sort_unstable_by_key(|s| s.0);
+    streams.sort_unstable();
     streams.dedup();
     for s in streams {
         backend.synchronize(s)?;
