@@ -53,7 +53,6 @@
 #![warn(missing_docs)]
 
 mod config;
-mod lock;
 mod place;
 mod pool;
 mod rounding;

@@ -7,7 +7,7 @@ use devpool_vm::PageLayer;
 
 /// Spans a pool can hold.
 const MAX_SPANS: usize = 4096;
-use crate::lock::Lock;
+use devpool_core::SpinLock;
 use devpool_core::{
     Backend, BackendError, Block, Counters, DeviceId, DevicePtr, Error, Gauge, Pool, Request,
     Result, Stats,
@@ -40,7 +40,7 @@ pub struct BuddyPool {
     pub(crate) r: Resolved,
     pub(crate) page: usize,
     pub(crate) device: DeviceId,
-    pub(crate) inner: Lock<Inner>,
+    pub(crate) inner: SpinLock<Inner>,
     pub(crate) counters: Counters,
 }
 
@@ -68,7 +68,7 @@ impl BuddyPool {
         BuddyPool {
             device: backend.device(),
             page: 1 << r.page_order,
-            inner: Lock::new(Inner::new(r.quick_depth, !r.virt, r.rounding, vm)),
+            inner: SpinLock::new(Inner::new(r.quick_depth, !r.virt, r.rounding, vm)),
             counters: Counters::default(),
             backend,
             r,

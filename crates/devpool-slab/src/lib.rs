@@ -69,7 +69,6 @@ mod depot;
 mod handle;
 mod heap;
 mod isolated;
-mod lock;
 mod pool;
 mod slab;
 mod thread;

@@ -4,7 +4,6 @@ use crate::classes::Classes;
 use crate::depot::{Depot, Shared, SharedClasses};
 use crate::handle::Handle;
 use crate::heap::{Freed, Heap};
-use crate::lock::{SpinGuard, SpinLock};
 use crate::SlabConfig;
 use crossbeam_utils::CachePadded;
 use devpool_core::ClassStats;
@@ -12,6 +11,7 @@ use devpool_core::{
     human_bytes, Backend, Block, DeviceId, DevicePtr, Error, IntoBackend, Pool, Request, Result,
     Stats,
 };
+use devpool_core::{SpinGuard, SpinLock};
 use parking_lot::Mutex;
 use std::sync::Arc;
 

@@ -1,7 +1,9 @@
-//! [`SpinLock`]: the lock of a thread cache. Taking it is one atomic swap and giving
-//! it back one plain store, about half the cost of a general mutex. Only its own
-//! thread takes a cache's lock on the hot path; other threads take it for a
-//! cross-thread free, statistics or a trim, and wait by spinning, then yielding.
+//! [`SpinLock`]: the one spin lock of the strategies (a slab's thread caches, a buddy
+//! pool). Taking it is one atomic swap and giving it back one plain store, where a
+//! parking mutex pays a second atomic operation to give it back (about 9 ns on the
+//! development machine, a tenth of an allocate-and-free pair). It suits locks that
+//! are rarely contended: a slab's cache is taken on the hot path by its own thread
+//! only, a buddy pool serves one stream. A waiter spins, then yields its time slice.
 
 #[cfg(not(loom))]
 use crossbeam_utils::Backoff;
@@ -27,8 +29,17 @@ fn take(flag: &AtomicBool) -> bool {
 }
 
 /// A lock around a `T`.
+///
+/// ```
+/// use devpool_core::SpinLock;
+/// let lock = SpinLock::new(1);
+/// *lock.lock() += 1;
+/// let held = lock.lock();
+/// assert!(lock.try_lock().is_none());
+/// assert_eq!(*held, 2);
+/// ```
 #[derive(Debug, Default)]
-pub(crate) struct SpinLock<T> {
+pub struct SpinLock<T> {
     locked: AtomicBool,
     value: UnsafeCell<T>,
 }
@@ -38,8 +49,8 @@ pub(crate) struct SpinLock<T> {
 // is sound whenever `T` may move between threads.
 unsafe impl<T: Send> Sync for SpinLock<T> {}
 
-/// Access to the value while the lock is held.
-pub(crate) struct SpinGuard<'a, T> {
+/// Access to the value while the lock is held; gives the lock back when dropped.
+pub struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
 }
 
@@ -148,7 +159,7 @@ mod tests {
     }
 }
 
-/// Model test with loom: `RUSTFLAGS="--cfg loom" cargo test -p devpool-slab --lib --release loom`.
+/// Model test with loom: `RUSTFLAGS="--cfg loom" cargo test -p devpool-core --lib --release loom`.
 /// The lock's flag is loom's atomic and the value a loom cell, so the model checks,
 /// under every interleaving, that no two threads touch the value at once (a missing
 /// Acquire or Release shows up as a data race on the cell) and that no increment is
