@@ -192,18 +192,18 @@ pub trait Backend: Send + Sync {
     fn reset_peak_bytes(&self) {}
 }
 
-/// Regions smaller than a page are counted in units of this many bytes: the driver
+/// Regions of up to half a page are counted in units of this many bytes: the driver
 /// packs them into pages it shares between small allocations.
 pub const SMALL_REGION_ROUNDING: usize = 512;
 
 /// Device bytes the CUDA driver takes for a `cuMemAlloc` region of `size` bytes on a
-/// device whose page size is `granularity`: a region of a page or more gets whole
-/// pages of its own (a 2 MiB + 1 B region takes 4 MiB of an H200's memory); a smaller
-/// one is packed with others into shared pages and counted in
+/// device whose page size is `granularity`: a region of more than half a page gets
+/// whole pages of its own (1 MiB + 1 B takes 2 MiB of an H200's memory); one of half a
+/// page or less is packed with others into shared pages and counted in
 /// [`SMALL_REGION_ROUNDING`] units. Measured on an H200 (driver 580, 2026-12-01, GPU
 /// test `region_bytes_match_cumemgetinfo`): 16 regions of 1 B, 4 KiB or 100000 B took
 /// one 2 MiB page between them, 16 of 256 KiB + 1 B three pages, 16 of 1 MiB - 1 B and
-/// 16 of 1 MiB eight pages (two to a page). The mock backend takes the same, so the
+/// 16 of 1 MiB eight pages (two to a page), 16 of 1 MiB + 1 B sixteen pages. The mock backend takes the same, so the
 /// `cudaMalloc` baseline (`direct`) is measured fairly on both. `None` when the
 /// rounding overflows.
 ///
@@ -212,12 +212,12 @@ pub const SMALL_REGION_ROUNDING: usize = 512;
 /// let page = 2 << 20;
 /// assert_eq!(driver_region_bytes(1000, page), Some(1024));
 /// assert_eq!(driver_region_bytes(1 << 20, page), Some(1 << 20));
-/// assert_eq!(driver_region_bytes(page, page), Some(page));
+/// assert_eq!(driver_region_bytes((1 << 20) + 1, page), Some(page));
 /// assert_eq!(driver_region_bytes(page + 1, page), Some(2 * page));
 /// assert_eq!(driver_region_bytes(usize::MAX, page), None);
 /// ```
 pub fn driver_region_bytes(size: usize, granularity: usize) -> Option<usize> {
-    if size >= granularity {
+    if size > granularity / 2 {
         crate::align_up(size, granularity)
     } else {
         crate::align_up(size, SMALL_REGION_ROUNDING)
