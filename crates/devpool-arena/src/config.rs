@@ -58,43 +58,23 @@ impl Default for ArenaConfig {
 }
 
 impl ArenaConfig {
-    /// Another first chunk size.
-    pub fn chunk_size(mut self, bytes: usize) -> Self {
-        self.chunk_size = bytes;
-        self
-    }
-    /// Another growth cap.
-    pub fn max_chunk_size(mut self, bytes: usize) -> Self {
-        self.max_chunk_size = bytes;
-        self
-    }
-    /// Another growth factor.
-    pub fn growth(mut self, factor: usize) -> Self {
-        self.growth = factor;
-        self
-    }
-    /// Keep this many chunks across resets.
-    pub fn keep_chunks(mut self, n: usize) -> Self {
-        self.keep_chunks = n;
-        self
-    }
-    /// Hold at most this many chunks.
-    pub fn max_chunks(mut self, n: usize) -> Self {
-        self.max_chunks = n;
-        self
-    }
-    /// Rewind by itself when every block is freed, or not.
-    pub fn rewind_when_empty(mut self, on: bool) -> Self {
-        self.rewind_when_empty = on;
-        self
-    }
-
-    /// Give the room of the last block back when it is freed, or not. With both this
-    /// and [`rewind_when_empty`](ArenaConfig::rewind_when_empty) off, no address is
-    /// handed out twice within a frame, which helps to catch a use after free.
-    pub fn reuse_last(mut self, on: bool) -> Self {
-        self.reuse_last = on;
-        self
+    devpool_core::setters! {
+        /// Another first chunk size.
+        chunk_size: usize,
+        /// Another growth cap.
+        max_chunk_size: usize,
+        /// Another growth factor.
+        growth: usize,
+        /// Keep this many chunks across resets.
+        keep_chunks: usize,
+        /// Hold at most this many chunks.
+        max_chunks: usize,
+        /// Rewind by itself when every block is freed, or not.
+        rewind_when_empty: bool,
+        /// Give the room of the last block back when it is freed, or not. With both this
+        /// and [`rewind_when_empty`](ArenaConfig::rewind_when_empty) off, no address is
+        /// handed out twice within a frame, which helps to catch a use after free.
+        reuse_last: bool,
     }
 
     /// Check the settings; [`ArenaPool::new`](crate::ArenaPool::new) clamps bad ones

@@ -26,16 +26,15 @@ pub struct ArenaDetail {
 }
 
 impl ArenaDetail {
-    /// Add another snapshot into this one.
-    pub fn merge(&mut self, o: &ArenaDetail) {
-        self.chunks += o.chunks;
-        self.chunk_bytes += o.chunk_bytes;
-        self.epoch_used_bytes += o.epoch_used_bytes;
-        self.epoch_blocks += o.epoch_blocks;
-        self.resets += o.resets;
-        self.rewinds += o.rewinds;
-        self.reclaimed_blocks += o.reclaimed_blocks;
-    }
+    devpool_core::merge_sums!(
+        ArenaDetail: chunks,
+        chunk_bytes,
+        epoch_used_bytes,
+        epoch_blocks,
+        resets,
+        rewinds,
+        reclaimed_blocks
+    );
 }
 
 /// A running sum whose peak is taken when it goes down: between two decreases it only

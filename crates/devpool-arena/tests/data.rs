@@ -2,18 +2,8 @@
 //! next frame reuses the same memory without disturbing its own blocks.
 use devpool_arena::{arena, ArenaConfig, MIB};
 use devpool_core::{Allocator, Backend, Block, Request};
-use devpool_testing::conformance::{check_blocks, Rng};
+use devpool_testing::conformance::{assert_tag, check_blocks, fill, Rng};
 use devpool_testing::{MockBackend, MockConfig};
-
-fn verify(mock: &MockBackend, b: &Block, tag: u8) {
-    let mut back = vec![0u8; b.requested.max(1)];
-    mock.copy_to_host(&mut back, b.ptr, b.stream)
-        .expect("block memory is accessible");
-    assert!(
-        back.iter().all(|&x| x == tag),
-        "{b:?} lost its pattern {tag}"
-    );
-}
 
 #[test]
 fn data_survives_within_frames_and_memory_is_reused_across_them() {
@@ -33,20 +23,19 @@ fn data_survives_within_frames_and_memory_is_reused_across_them() {
             let req = Request::new(rng.log_uniform(1, 512 << 10)).with_align(align);
             let b = a.allocate(req).unwrap();
             let tag = ((frame * 151 + i) % 251) as u8 + 1;
-            mock.memset(b.ptr, tag, b.requested.max(1), b.stream)
-                .unwrap();
+            fill(&*mock, &b, tag);
             live.push((b, tag));
             // Free some blocks as the frame goes; the others must keep their data.
             if rng.below(4) == 0 {
                 let (old, t) = live.swap_remove(rng.below(live.len() as u64) as usize);
-                verify(&mock, &old, t);
+                assert_tag(&*mock, &old, t, "live");
                 a.free(old).unwrap();
             }
         }
         let blocks: Vec<Block> = live.iter().map(|(b, _)| *b).collect();
         check_blocks(&blocks);
         for (b, tag) in &live {
-            verify(&mock, b, *tag);
+            assert_tag(&*mock, b, *tag, "live");
         }
         if frame > 0 {
             let reused = blocks.iter().any(|b| {
@@ -79,13 +68,13 @@ fn blocks_on_two_streams_never_share_memory() {
                 .allocate(Request::new(1000 + 37 * i).on_stream(s))
                 .unwrap();
             let tag = frame * 50 + (i % 50) as u8 + 1;
-            mock.memset(b.ptr, tag, b.requested, s).unwrap();
+            fill(&*mock, &b, tag);
             live.push((b, tag));
         }
         let blocks: Vec<Block> = live.iter().map(|(b, _)| *b).collect();
         check_blocks(&blocks);
         for (b, tag) in &live {
-            verify(&mock, b, *tag);
+            assert_tag(&*mock, b, *tag, "live");
         }
         a.reset_stream(streams[(frame % 2) as usize]).unwrap();
         a.reset_stream(streams[1 - (frame % 2) as usize]).unwrap();

@@ -2,14 +2,8 @@
 //! the arena goes on.
 use devpool_arena::{arena, ArenaConfig, MIB};
 use devpool_core::{Allocator, Backend, BackendError, Block, Error};
-use devpool_testing::conformance::{check_blocks, Rng};
+use devpool_testing::conformance::{assert_tag, check_blocks, fill, Rng};
 use devpool_testing::{FaultOn, MockBackend, MockConfig};
-
-fn verify(mock: &MockBackend, b: &Block, tag: u8) {
-    let mut back = vec![0u8; b.requested.max(1)];
-    mock.copy_to_host(&mut back, b.ptr, b.stream).unwrap();
-    assert!(back.iter().all(|&x| x == tag), "{b:?} lost its data");
-}
 
 #[test]
 fn a_failed_chunk_loses_nothing() {
@@ -23,7 +17,7 @@ fn a_failed_chunk_loses_nothing() {
     while a.detail().chunks < 2 || live.len() < 8 {
         let b = a.alloc(100_000).unwrap();
         let tag = (live.len() % 250) as u8 + 1;
-        mock.memset(b.ptr, tag, b.requested, b.stream).unwrap();
+        fill(&*mock, &b, tag);
         live.push((b, tag));
     }
     let chunks = a.detail().chunks;
@@ -36,7 +30,7 @@ fn a_failed_chunk_loses_nothing() {
             Ok(b) => {
                 // Room left in the current chunk is still served.
                 let tag = 251;
-                mock.memset(b.ptr, tag, b.requested, b.stream).unwrap();
+                fill(&*mock, &b, tag);
                 live.push((b, tag));
             }
             Err(e) => {
@@ -60,7 +54,7 @@ fn a_failed_chunk_loses_nothing() {
     );
     mock.fail_all(false);
     for (b, tag) in &live {
-        verify(&mock, b, *tag);
+        assert_tag(&*mock, b, *tag, "live");
     }
     // The arena goes on: the next chunk comes, blocks stay distinct.
     let more: Vec<Block> = (0..20).map(|_| a.alloc(100_000).unwrap()).collect();
@@ -93,8 +87,7 @@ fn random_faults_across_frames() {
             match a.alloc(rng.log_uniform(1, 2 << 20)) {
                 Ok(b) => {
                     let tag = ((frame * 41 + i) % 250) as u8 + 1;
-                    mock.memset(b.ptr, tag, b.requested.max(1), b.stream)
-                        .unwrap();
+                    fill(&*mock, &b, tag);
                     live.push((b, tag));
                 }
                 Err(e) => {
@@ -107,7 +100,7 @@ fn random_faults_across_frames() {
         check_blocks(&blocks);
         assert_eq!(a.stats().live_blocks.current, blocks.len() as u64);
         for (b, tag) in &live {
-            verify(&mock, b, *tag);
+            assert_tag(&*mock, b, *tag, "live");
         }
         a.reset().unwrap();
     }

@@ -90,45 +90,24 @@ impl BuddyConfig {
         Self::default().mode(BuddyMode::Virtual)
     }
 
-    /// Another mode.
-    pub fn mode(mut self, mode: BuddyMode) -> Self {
-        self.mode = mode;
-        self
-    }
-
-    /// Another smallest block.
-    pub fn min_block(mut self, bytes: usize) -> Self {
-        self.min_block = bytes;
-        self
-    }
-
-    /// Another largest order.
-    pub fn max_order(mut self, order: u32) -> Self {
-        self.max_order = order;
-        self
+    devpool_core::setters! {
+        /// Another mode.
+        mode: BuddyMode,
+        /// Another smallest block.
+        min_block: usize,
+        /// Another largest order.
+        max_order: u32,
+        /// Another number of freed blocks kept unmerged per order (0: merge at once).
+        quick_depth: usize,
+        /// Trim blocks' power-of-two tails (or not).
+        trim_tail: bool,
+        /// Other page-layer settings.
+        pages: VmConfig,
     }
 
     /// Another span size.
     pub fn span_size(mut self, bytes: usize) -> Self {
         self.span_size = Some(bytes);
-        self
-    }
-
-    /// Another number of freed blocks kept unmerged per order (0: merge at once).
-    pub fn quick_depth(mut self, blocks: usize) -> Self {
-        self.quick_depth = blocks;
-        self
-    }
-
-    /// Trim blocks' power-of-two tails (or not).
-    pub fn trim_tail(mut self, on: bool) -> Self {
-        self.trim_tail = on;
-        self
-    }
-
-    /// Other page-layer settings.
-    pub fn pages(mut self, pages: VmConfig) -> Self {
-        self.pages = pages;
         self
     }
 }

@@ -33,6 +33,7 @@ mod lock;
 mod ordered;
 mod parts;
 mod rng;
+mod setters;
 mod stats;
 mod table;
 mod types;

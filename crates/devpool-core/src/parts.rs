@@ -38,15 +38,15 @@ pub struct ClassStats {
 }
 
 impl ClassStats {
-    /// Add `other`'s counts (of the same class) to these.
-    pub fn merge(&mut self, other: &ClassStats) {
-        self.live_slots += other.live_slots;
-        self.free_slots += other.free_slots;
-        self.slabs += other.slabs;
-        self.empty_slabs += other.empty_slabs;
-        self.requested_bytes += other.requested_bytes;
-        self.waste_bytes += other.waste_bytes;
-    }
+    // The same class in another pool: its size and slab shape are the same.
+    crate::merge_sums!(
+        ClassStats: live_slots,
+        free_slots,
+        slabs,
+        empty_slabs,
+        requested_bytes,
+        waste_bytes
+    );
 }
 
 /// An allocator's statistics by part.

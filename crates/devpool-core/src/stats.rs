@@ -12,6 +12,16 @@ pub struct Gauge {
     pub peak: u64,
 }
 
+impl Gauge {
+    /// Add another gauge (of another pool) into this one: the currents add, and so
+    /// do the peaks, an upper bound of the peak of the sum.
+    #[inline]
+    pub fn merge(&mut self, o: &Gauge) {
+        self.current += o.current;
+        self.peak += o.peak;
+    }
+}
+
 /// A snapshot of an allocator's statistics.
 ///
 /// When an allocator is made of several pools (one per stream, one per route),
@@ -41,15 +51,10 @@ impl Stats {
     /// Add another snapshot into this one (currents and counts add; peaks add too, an
     /// upper bound).
     pub fn merge(&mut self, o: &Stats) {
-        for (a, b) in [
-            (&mut self.live_bytes, &o.live_bytes),
-            (&mut self.allocated_bytes, &o.allocated_bytes),
-            (&mut self.reserved_bytes, &o.reserved_bytes),
-            (&mut self.live_blocks, &o.live_blocks),
-        ] {
-            a.current += b.current;
-            a.peak += b.peak;
-        }
+        self.live_bytes.merge(&o.live_bytes);
+        self.allocated_bytes.merge(&o.allocated_bytes);
+        self.reserved_bytes.merge(&o.reserved_bytes);
+        self.live_blocks.merge(&o.live_blocks);
         self.allocations += o.allocations;
         self.frees += o.frees;
         self.backend_calls += o.backend_calls;

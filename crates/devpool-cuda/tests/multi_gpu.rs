@@ -71,14 +71,12 @@ fn one_thread_per_device_fill_check_free() {
                         allocs += 1;
                     } else {
                         let (b, tag) = live.swap_remove(rng.below(live.len() as u64) as usize);
-                        let mut back = vec![0u8; b.requested.max(1)];
-                        gpu.copy_to_host(&mut back, b.ptr, b.stream)
-                            .expect("read back");
-                        assert!(
-                            back.iter().all(|&x| x == tag),
-                            "device {d}: block {b:?} lost its pattern"
+                        checked_bytes += devpool_testing::conformance::assert_tag(
+                            &*gpu,
+                            &b,
+                            tag,
+                            &format!("device {d}"),
                         );
-                        checked_bytes += back.len() as u64;
                         devs.deallocate(DeviceId(d), b, b.stream).expect("free");
                     }
                 }

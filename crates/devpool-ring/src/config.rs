@@ -80,30 +80,17 @@ impl Default for RingConfig {
 }
 
 impl RingConfig {
-    /// Another memory source.
-    pub fn mode(mut self, mode: RingMode) -> Self {
-        self.mode = mode;
-        self
-    }
-    /// Another capacity.
-    pub fn capacity(mut self, bytes: usize) -> Self {
-        self.capacity = bytes;
-        self
-    }
-    /// Another policy when full.
-    pub fn when_full(mut self, policy: WhenFull) -> Self {
-        self.when_full = policy;
-        self
-    }
-    /// Another bound on the live blocks the tail may pass.
-    pub fn max_pinned(mut self, n: usize) -> Self {
-        self.max_pinned = n;
-        self
-    }
-    /// Another reservation size for virtual mode.
-    pub fn reserve(mut self, bytes: usize) -> Self {
-        self.reserve = bytes;
-        self
+    devpool_core::setters! {
+        /// Another memory source.
+        mode: RingMode,
+        /// Another capacity.
+        capacity: usize,
+        /// Another policy when full.
+        when_full: WhenFull,
+        /// Another bound on the live blocks the tail may pass.
+        max_pinned: usize,
+        /// Another reservation size for virtual mode.
+        reserve: usize,
     }
 
     /// Check the settings: a capacity of at least one byte, and in virtual mode a

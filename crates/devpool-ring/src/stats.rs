@@ -36,21 +36,20 @@ pub struct RingDetail {
 }
 
 impl RingDetail {
-    /// Add another pool's figures.
-    pub fn merge(&mut self, o: &RingDetail) {
-        self.rings += o.rings;
-        self.held_bytes += o.held_bytes;
-        self.span_bytes += o.span_bytes;
-        self.live_blocks += o.live_blocks;
-        self.freed_blocks += o.freed_blocks;
-        self.waiting_blocks += o.waiting_blocks;
-        self.pinned_blocks += o.pinned_blocks;
-        self.jumps += o.jumps;
-        self.grows += o.grows;
-        self.pins += o.pins;
-        self.full += o.full;
-        self.refused += o.refused;
-    }
+    devpool_core::merge_sums!(
+        RingDetail: rings,
+        held_bytes,
+        span_bytes,
+        live_blocks,
+        freed_blocks,
+        waiting_blocks,
+        pinned_blocks,
+        jumps,
+        grows,
+        pins,
+        full,
+        refused
+    );
 }
 
 impl fmt::Display for RingDetail {

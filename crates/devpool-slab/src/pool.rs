@@ -279,14 +279,9 @@ impl Pool for SlabPool {
         let mut s = self.sh.counters.snapshot();
         for cache in self.caches.iter() {
             let h = cache.lock().stats;
-            for (a, b) in [
-                (&mut s.live_bytes, &h.live),
-                (&mut s.allocated_bytes, &h.allocated),
-                (&mut s.live_blocks, &h.blocks),
-            ] {
-                a.current += b.current;
-                a.peak += b.peak;
-            }
+            s.live_bytes.merge(&h.live);
+            s.allocated_bytes.merge(&h.allocated);
+            s.live_blocks.merge(&h.blocks);
             s.allocations += h.allocations;
             s.frees += h.frees;
         }

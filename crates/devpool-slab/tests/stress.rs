@@ -3,28 +3,15 @@
 //! and checked when it is freed, so a slot handed to two owners at once shows up as
 //! a wrong tag. Some blocks are passed to other threads to free, so frees reach the
 //! caches of other threads too.
-use devpool_core::{Allocator, Backend, Block, Rng};
+use devpool_core::{Allocator, Block, Rng};
 use devpool_slab::{slab, SlabConfig};
+use devpool_testing::conformance::{assert_tag, fill, free_tagged, tag_of};
 use devpool_testing::{MockBackend, MockConfig};
 use parking_lot::Mutex;
 use std::sync::Arc;
 
 const THREADS: usize = 16;
 const STEPS: usize = 3000;
-
-fn tag_of(thread: usize, n: usize) -> u8 {
-    ((thread * 131 + n * 7) % 251) as u8 + 1
-}
-
-fn verify(mock: &MockBackend, b: &Block, tag: u8) {
-    let mut back = vec![0u8; b.requested.max(1)];
-    mock.copy_to_host(&mut back, b.ptr, b.stream)
-        .expect("block memory is readable");
-    assert!(
-        back.iter().all(|&x| x == tag),
-        "block {b:?} lost its tag {tag}: a slot was handed out twice"
-    );
-}
 
 #[test]
 fn sixteen_threads_tagged_blocks() {
@@ -48,14 +35,13 @@ fn sixteen_threads_tagged_blocks() {
                             let size = rng.log_uniform(1, 64 << 10);
                             let b = alloc.alloc(size).expect("alloc");
                             let tag = tag_of(t, n);
-                            mock.memset(b.ptr, tag, b.requested.max(1), b.stream)
-                                .expect("block memory is writable");
+                            fill(&*mock, &b, tag);
                             mine.push((b, tag));
                         }
                         4..=5 if !mine.is_empty() => {
                             let i = rng.below(mine.len() as u64) as usize;
                             let (b, tag) = mine.swap_remove(i);
-                            verify(&mock, &b, tag);
+                            assert_tag(&*mock, &b, tag, "live");
                             alloc.free(b).expect("free");
                         }
                         6 if !mine.is_empty() => {
@@ -65,7 +51,7 @@ fn sixteen_threads_tagged_blocks() {
                         _ => {
                             let got = handoff.lock().pop();
                             if let Some((b, tag)) = got {
-                                verify(&mock, &b, tag);
+                                assert_tag(&*mock, &b, tag, "live");
                                 alloc.free(b).expect("free of another thread's block");
                             }
                         }
@@ -80,21 +66,9 @@ fn sixteen_threads_tagged_blocks() {
         .flat_map(|h| h.join().expect("thread"))
         .collect();
     left.append(&mut handoff.lock());
-    devpool_testing::conformance::check_blocks(&left.iter().map(|(b, _)| *b).collect::<Vec<_>>());
-    let s = alloc.stats();
-    assert_eq!(s.live_blocks.current, left.len() as u64);
-    assert_eq!(
-        s.live_bytes.current,
-        left.iter().map(|(b, _)| b.requested as u64).sum::<u64>()
-    );
-    assert_eq!(s.allocations - s.frees, left.len() as u64);
     let pool = alloc
         .pool(devpool_core::StreamId::DEFAULT)
         .expect("the stream's pool");
     pool.verify().expect("slabs, bitmaps and counts agree");
-    for (b, tag) in left {
-        verify(&mock, &b, tag);
-        alloc.free(b).expect("final free");
-    }
-    devpool_testing::conformance::assert_empty(&*alloc, &mock);
+    free_tagged(&*alloc, &*mock, left);
 }

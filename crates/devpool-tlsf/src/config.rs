@@ -60,29 +60,19 @@ impl Default for TlsfConfig {
 }
 
 impl TlsfConfig {
-    /// Another granule.
-    pub fn granule(mut self, bytes: usize) -> Self {
-        self.granule = bytes;
-        self
-    }
-    /// Another mode.
-    pub fn mode(mut self, mode: TlsfMode) -> Self {
-        self.mode = mode;
-        self
+    devpool_core::setters! {
+        /// Another granule.
+        granule: usize,
+        /// Another mode.
+        mode: TlsfMode,
+        /// Another smallest region size.
+        region_chunk: usize,
+        /// Other page-layer settings.
+        pages: VmConfig,
     }
     /// Another size of the reserved ranges.
     pub fn range_size(mut self, bytes: usize) -> Self {
         self.range_size = Some(bytes);
-        self
-    }
-    /// Another smallest region size.
-    pub fn region_chunk(mut self, bytes: usize) -> Self {
-        self.region_chunk = bytes;
-        self
-    }
-    /// Other page-layer settings.
-    pub fn pages(mut self, pages: VmConfig) -> Self {
-        self.pages = pages;
         self
     }
     /// Another map batch.

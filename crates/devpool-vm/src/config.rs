@@ -85,55 +85,30 @@ impl Default for VmConfig {
 }
 
 impl VmConfig {
-    /// Another map batch.
-    pub fn map_batch_pages(mut self, pages: usize) -> Self {
-        self.map_batch_pages = pages;
-        self
-    }
-    /// Another cap of what is mapped ahead, in times the run a block needs (0: none).
-    pub fn batch_cap(mut self, times: usize) -> Self {
-        self.batch_cap = times;
-        self
-    }
-    /// Another largest chunk.
-    pub fn chunk_pages(mut self, pages: usize) -> Self {
-        self.chunk_pages = pages;
-        self
-    }
-    /// Another chunk divisor.
-    pub fn chunk_divisor(mut self, divisor: usize) -> Self {
-        self.chunk_divisor = divisor;
-        self
+    devpool_core::setters! {
+        /// Another map batch.
+        map_batch_pages: usize,
+        /// Another cap of what is mapped ahead, in times the run a block needs (0: none).
+        batch_cap: usize,
+        /// Another largest chunk.
+        chunk_pages: usize,
+        /// Another chunk divisor.
+        chunk_divisor: usize,
+        /// Another cap of the floor, as a fraction of the recent peak.
+        floor_max: f64,
+        /// Another window length.
+        window_ops: u64,
+        /// Move unused memory (or not).
+        move_memory: bool,
+        /// Another margin before memory moves.
+        move_margin: f64,
+        /// Another largest widening of the bound.
+        slack_max: f64,
     }
     /// Another floor and fraction of the unused mapped bytes kept.
     pub fn cache(mut self, floor: usize, fraction: f64) -> Self {
         self.cache_floor = floor;
         self.cache_fraction = fraction;
-        self
-    }
-    /// Another cap of the floor, as a fraction of the recent peak.
-    pub fn floor_max(mut self, fraction: f64) -> Self {
-        self.floor_max = fraction;
-        self
-    }
-    /// Another window length.
-    pub fn window_ops(mut self, ops: u64) -> Self {
-        self.window_ops = ops;
-        self
-    }
-    /// Move unused memory (or not).
-    pub fn move_memory(mut self, on: bool) -> Self {
-        self.move_memory = on;
-        self
-    }
-    /// Another margin before memory moves.
-    pub fn move_margin(mut self, fraction: f64) -> Self {
-        self.move_margin = fraction;
-        self
-    }
-    /// Another largest widening of the bound.
-    pub fn slack_max(mut self, fraction: f64) -> Self {
-        self.slack_max = fraction;
         self
     }
 

@@ -1,7 +1,7 @@
 //! The conformance cases. Each takes the allocator's constructor and the largest
 //! request it is meant to serve, and keeps its sizes within that.
 
-use super::{assert_apart, assert_empty, check_blocks, Make, Rng};
+use super::{assert_apart, assert_empty, assert_tag, check_blocks, Make, Rng};
 use crate::{MockBackend, MockConfig};
 use devpool_core::{Allocator, Backend, Block, Error, Request, StreamId};
 use std::sync::Arc;
@@ -10,17 +10,6 @@ fn free_all(a: &dyn Allocator, blocks: Vec<Block>) {
     for b in blocks {
         a.free(b).expect("free of a live block");
     }
-}
-
-/// Panic unless the block's first `requested` bytes all read `tag`.
-fn verify(mock: &MockBackend, b: &Block, tag: u8, what: &str) {
-    let mut back = vec![0u8; b.requested.max(1)];
-    mock.copy_to_host(&mut back, b.ptr, b.stream)
-        .expect("block memory is accessible");
-    assert!(
-        back.iter().all(|&x| x == tag),
-        "{what}: block {b:?} lost its pattern {tag}"
-    );
 }
 
 /// Zero bytes: a real, aligned block that frees normally.
@@ -307,12 +296,12 @@ pub fn data_integrity(make: Make, max: usize) {
             live.push((b, tag));
         } else {
             let (b, tag) = live.swap_remove(rng.below(live.len() as u64) as usize);
-            verify(&mock, &b, tag, "before its free");
+            assert_tag(&*mock, &b, tag, "before its free");
             a.free(b).unwrap();
         }
     }
     for (b, tag) in live {
-        verify(&mock, &b, tag, "at the end");
+        assert_tag(&*mock, &b, tag, "at the end");
         a.free(b).unwrap();
     }
     assert_empty(&*a, &mock);
@@ -408,7 +397,7 @@ pub fn backend_faults(make: Make, max: usize) {
         }
         if live.len() > 8 {
             let (b, tag) = live.swap_remove(rng.below(live.len() as u64) as usize);
-            verify(&mock, &b, tag, "a survivor of faults");
+            assert_tag(&*mock, &b, tag, "a survivor of faults");
             a.free(b).unwrap();
         }
         if round % 5 == 4 {
@@ -419,7 +408,7 @@ pub fn backend_faults(make: Make, max: usize) {
                 live.into_iter().partition(|(b, _)| b.stream == next);
             live = kept;
             for (b, tag) in gone {
-                verify(&mock, &b, tag, "a survivor of faults");
+                assert_tag(&*mock, &b, tag, "a survivor of faults");
                 a.free(b).unwrap();
             }
             // A trim may meet a fault too (a pool that maps to keep its cache
@@ -435,7 +424,7 @@ pub fn backend_faults(make: Make, max: usize) {
         "no fault fired: the allocator never went back to the backend, so this case tested nothing"
     );
     for (b, tag) in &live {
-        verify(&mock, b, *tag, "a survivor of faults, at the end");
+        assert_tag(&*mock, b, *tag, "a survivor of faults, at the end");
     }
     let blocks: Vec<Block> = live.iter().map(|(b, _)| *b).collect();
     check_blocks(&blocks);

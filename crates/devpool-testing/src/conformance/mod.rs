@@ -23,10 +23,12 @@ use std::sync::Arc;
 
 mod cases;
 mod model;
+mod tags;
 
 pub use cases::*;
 pub use devpool_core::Rng;
 pub use model::model_test;
+pub use tags::{assert_tag, fill, free_tagged, tag_of};
 
 /// A constructor of the allocator under test.
 pub type Make<'a> = &'a (dyn Fn(Arc<MockBackend>) -> Box<dyn Allocator> + Sync);
