@@ -128,6 +128,8 @@ def _apply(text: str) -> None:
 
 def _format_value(key: str, value: Any) -> str:
     if isinstance(value, bool):
+        if key == "move_memory":
+            return "on" if value else "off"
         raise ConfigError(f"{key}: expected a number, a size string or a name, not {value!r}")
     if value is None:
         return "off"
@@ -141,7 +143,11 @@ def configure(config: str | None = None, /, **settings: Any) -> None:
     (``strategy="hybrid", backend="cuda", small_max="64K", huge_min=None``); the keys
     are those of the C ABI: ``strategy``, ``backend`` (``cuda``, ``mock``), ``small_max``,
     ``huge_min`` (``None`` means off), ``mock_capacity``, ``log`` (``off``, ``once``,
-    ``all``). Keys not given keep their value. Without a GPU and without a backend named
+    ``all``), and for strategies that map pages (``hybrid``, ``tlsf-*``, ``buddy-*``)
+    ``cache_floor`` (unused mapped bytes always kept), ``move_margin`` (how far past
+    the recent peak of allocated bytes the pool grows before it moves unused memory
+    instead, e.g. ``0.02``: more memory for fewer driver calls) and ``move_memory``
+    (``True``/``False``). Keys not given keep their value. Without a GPU and without a backend named
     here or in ``$DEVPOOL_CONFIG``, the mock backend is used.
 
     Raises :class:`ConfigError` if devpool refuses the settings (nothing changes then)

@@ -110,6 +110,27 @@ def test_environment_configuration_is_read():
     assert out == {"strategy": "slab", "backend": "mock"}
 
 
+def test_page_settings_trade_memory_for_calls():
+    out = run(
+        """
+        devpool.configure(backend="mock", strategy="hybrid", cache_floor="8M",
+                          move_margin=0.05, move_memory=False)
+        out["config"] = devpool.stats()["config"]
+        try:
+            devpool.configure(strategy="slab", move_margin=0.05)
+        except devpool.ConfigError as e:
+            out["slab"] = str(e)
+        try:
+            devpool.configure(move_margin=3)
+        except devpool.ConfigError as e:
+            out["range"] = str(e)
+        """
+    )
+    assert "cache_floor=8388608;move_margin=0.05;move_memory=off" in out["config"]
+    assert "page layer" in out["slab"]
+    assert "fraction" in out["range"]
+
+
 def test_stats_match_an_independent_count():
     out = run(
         """

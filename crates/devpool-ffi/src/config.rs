@@ -45,7 +45,7 @@ pub enum ConfigError {
     #[error("`{0}` is not a key=value pair")]
     NotAPair(String),
     /// A key of no setting.
-    #[error("unknown key `{0}` (strategy, backend, small_max, huge_min, mock_capacity, log)")]
+    #[error("unknown key `{0}` (strategy, backend, small_max, huge_min, cache_floor, move_margin, move_memory, mock_capacity, log)")]
     UnknownKey(String),
     /// A strategy name not in [`devpool::STRATEGIES`].
     #[error(transparent)]
@@ -80,6 +80,28 @@ pub enum ConfigError {
         huge_min: usize,
         /// The small route's threshold.
         small_max: usize,
+    },
+    /// A value that is not a fraction from 0 to 1.
+    #[error("{key}: `{value}` is not a fraction from 0 to 1 (e.g. 0.02)")]
+    NotAFraction {
+        /// The key.
+        key: String,
+        /// The value, cut to 64 bytes.
+        value: String,
+    },
+    /// A value that is not `on` or `off`.
+    #[error("{key}: `{value}` is not on or off")]
+    NotAFlag {
+        /// The key.
+        key: String,
+        /// The value, cut to 64 bytes.
+        value: String,
+    },
+    /// A page-layer setting with a strategy that maps no pages.
+    #[error("cache_floor, move_margin and move_memory apply to the strategies with a page layer (tlsf, buddy and the hybrids), not `{strategy}`")]
+    NoPageLayer {
+        /// The strategy named.
+        strategy: &'static str,
     },
     /// A mock device of no memory.
     #[error("mock_capacity must be above zero")]
@@ -123,6 +145,17 @@ pub struct Config {
     /// Hybrid strategies: the smallest request given its own region (`usize::MAX`:
     /// never).
     pub huge_min: Option<usize>,
+    /// Strategies with a page layer: unused mapped bytes always kept
+    /// ([`VmConfig::cache_floor`](devpool::tlsf::VmConfig::cache_floor)).
+    pub cache_floor: Option<usize>,
+    /// Strategies with a page layer: how far past the recent peak of allocated
+    /// bytes the pool may grow before it moves unused memory instead, as a fraction
+    /// of that peak ([`VmConfig::move_margin`](devpool::tlsf::VmConfig::move_margin)):
+    /// more memory for fewer driver calls.
+    pub move_margin: Option<f64>,
+    /// Strategies with a page layer: whether unused memory moves to where a block
+    /// needs it ([`VmConfig::move_memory`](devpool::tlsf::VmConfig::move_memory)).
+    pub move_memory: Option<bool>,
     /// Mock backend: bytes of memory per device.
     pub mock_capacity: u64,
     /// How much misuse is reported on standard error.
@@ -136,6 +169,9 @@ impl Default for Config {
             backend: BackendKind::Cuda,
             small_max: None,
             huge_min: None,
+            cache_floor: None,
+            move_margin: None,
+            move_memory: None,
             mock_capacity: 141 * devpool_core::GIB,
             log: LogMode::Once,
         }
@@ -175,6 +211,17 @@ impl Config {
                 *h = h.clone().huge_min(m);
             }
         }
+        if let Some(p) = spec.pages_mut() {
+            if let Some(f) = self.cache_floor {
+                p.cache_floor = f;
+            }
+            if let Some(m) = self.move_margin {
+                p.move_margin = m;
+            }
+            if let Some(m) = self.move_memory {
+                p.move_memory = m;
+            }
+        }
         spec
     }
 
@@ -190,6 +237,9 @@ impl Config {
                     parse_size(key, value)?
                 })
             }
+            "cache_floor" => self.cache_floor = Some(parse_size(key, value)?),
+            "move_margin" => self.move_margin = Some(parse_fraction(key, value)?),
+            "move_memory" => self.move_memory = Some(parse_flag(key, value)?),
             "mock_capacity" => self.mock_capacity = parse_size(key, value)? as u64,
             "log" => {
                 self.log = LogMode::ALL
@@ -206,6 +256,13 @@ impl Config {
         let hybrid = self.strategy.hybrid().is_some();
         if !hybrid && (self.small_max.is_some() || self.huge_min.is_some()) {
             return Err(ConfigError::NotHybrid {
+                strategy: self.strategy.name(),
+            });
+        }
+        let pages =
+            self.cache_floor.is_some() || self.move_margin.is_some() || self.move_memory.is_some();
+        if pages && self.strategy.clone().pages_mut().is_none() {
+            return Err(ConfigError::NoPageLayer {
                 strategy: self.strategy.name(),
             });
         }
@@ -241,10 +298,42 @@ impl fmt::Display for Config {
             Some(h) => write!(f, ";huge_min={h}")?,
             None => {}
         }
+        if let Some(c) = self.cache_floor {
+            write!(f, ";cache_floor={c}")?;
+        }
+        if let Some(m) = self.move_margin {
+            write!(f, ";move_margin={m}")?;
+        }
+        if let Some(m) = self.move_memory {
+            write!(f, ";move_memory={}", if m { "on" } else { "off" })?;
+        }
         if self.backend == BackendKind::Mock {
             write!(f, ";mock_capacity={}", self.mock_capacity)?;
         }
         write!(f, ";log={}", self.log.name())
+    }
+}
+
+/// Parse a fraction from 0 to 1.
+fn parse_fraction(key: &str, value: &str) -> Result<f64, ConfigError> {
+    match value.parse::<f64>() {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        _ => Err(ConfigError::NotAFraction {
+            key: key.into(),
+            value: cut(value),
+        }),
+    }
+}
+
+/// Parse `on` or `off`.
+fn parse_flag(key: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" => Ok(true),
+        "off" | "false" | "0" => Ok(false),
+        _ => Err(ConfigError::NotAFlag {
+            key: key.into(),
+            value: cut(value),
+        }),
     }
 }
 
@@ -327,6 +416,13 @@ mod tests {
             "small_max=1M;huge_min=512K",
             "mock_capacity=0",
             "backend=mock;strategy=nope",
+            "strategy=slab;move_margin=0.1",
+            "strategy=arena;cache_floor=1M",
+            "move_margin=2",
+            "move_margin=-0.1",
+            "move_margin=NaN",
+            "move_memory=maybe",
+            "cache_floor=lots",
         ] {
             assert!(c.apply(bad).is_err(), "{bad}");
             assert_eq!(c, before, "{bad}");
@@ -341,6 +437,7 @@ mod tests {
             "strategy=hybrid-inference;small_max=64K;huge_min=256M;log=all",
             "strategy=hybrid;huge_min=off",
             "strategy=tlsf-virtual;backend=mock",
+            "strategy=buddy-virtual;cache_floor=64M;move_margin=0.125;move_memory=off",
         ] {
             let mut c = Config::default();
             c.apply(text).unwrap();
@@ -348,6 +445,26 @@ mod tests {
             d.apply(&c.to_string()).unwrap();
             assert_eq!(c, d, "{text}");
         }
+    }
+
+    #[test]
+    fn page_settings_reach_the_page_layer() {
+        let mut c = Config::default();
+        c.apply("cache_floor=8M;move_margin=0.03;move_memory=off")
+            .unwrap();
+        let mut spec = c.spec();
+        let p = spec.pages_mut().expect("the hybrid has a page layer");
+        assert_eq!(
+            (p.cache_floor, p.move_margin, p.move_memory),
+            (8 << 20, 0.03, false)
+        );
+        // Without the keys, the strategy's own settings stay.
+        let mut plain = Config::default().spec();
+        let q = plain.pages_mut().unwrap();
+        assert_eq!(
+            q.move_memory,
+            devpool::tlsf::VmConfig::default().move_memory
+        );
     }
 
     #[test]

@@ -249,6 +249,28 @@ impl StrategySpec {
         }
     }
 
+    /// The page layer's settings (what stays mapped, when memory moves) to change,
+    /// when this strategy has one: TLSF, buddy, and the hybrid's large route (whose
+    /// slabs are carved from it).
+    ///
+    /// ```
+    /// use devpool::StrategySpec;
+    /// let mut s: StrategySpec = "hybrid".parse().unwrap();
+    /// s.pages_mut().unwrap().move_margin = 0.02;
+    /// assert!("slab".parse::<StrategySpec>().unwrap().pages_mut().is_none());
+    /// ```
+    pub fn pages_mut(&mut self) -> Option<&mut devpool_tlsf::VmConfig> {
+        match self {
+            StrategySpec::Tlsf(c) => Some(&mut c.pages),
+            StrategySpec::Buddy(c) => Some(&mut c.pages),
+            StrategySpec::Hybrid(h) => match &mut h.large {
+                LargeStrategy::Tlsf(c) => Some(&mut c.pages),
+                LargeStrategy::Buddy(c) => Some(&mut c.pages),
+            },
+            _ => None,
+        }
+    }
+
     /// Build the allocator over `backend`.
     pub fn build(&self, backend: impl IntoBackend) -> Box<dyn Allocator> {
         let backend = backend.into_backend();
