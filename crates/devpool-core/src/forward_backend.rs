@@ -40,186 +40,93 @@
 #[macro_export]
 macro_rules! forward_backend {
     (|$s:ident| $inner:expr; $($method:ident),+ $(,)?) => {
-        $($crate::forward_backend!(@one |$s| $inner; $method);)+
+        $($crate::forward_backend!(@sig |$s| $inner; $method);)+
     };
-    (@one |$s:ident| $inner:expr; device) => {
-        fn device(&self) -> $crate::DeviceId { let $s = self; $crate::Backend::device($inner) }
+    (@sig |$s:ident| $inner:expr; device) => {
+        $crate::forward_backend!(@fn |$s| $inner; device() -> $crate::DeviceId);
     };
-    (@one |$s:ident| $inner:expr; granularity) => {
-        fn granularity(&self) -> usize { let $s = self; $crate::Backend::granularity($inner) }
+    (@sig |$s:ident| $inner:expr; granularity) => {
+        $crate::forward_backend!(@fn |$s| $inner; granularity() -> usize);
     };
-    (@one |$s:ident| $inner:expr; mem_info) => {
-        fn mem_info(&self) -> $crate::BackendResult<(u64, u64)> {
+    (@sig |$s:ident| $inner:expr; mem_info) => {
+        $crate::forward_backend!(@fn |$s| $inner; mem_info() -> $crate::BackendResult<(u64, u64)>);
+    };
+    (@sig |$s:ident| $inner:expr; region_bytes) => {
+        $crate::forward_backend!(@fn |$s| $inner; region_bytes(size: usize) -> Option<usize>);
+    };
+    (@sig |$s:ident| $inner:expr; alloc_region) => {
+        $crate::forward_backend!(@fn |$s| $inner; alloc_region(size: usize) -> $crate::BackendResult<$crate::DevicePtr>);
+    };
+    (@sig |$s:ident| $inner:expr; free_region) => {
+        $crate::forward_backend!(@fn |$s| $inner; free_region(ptr: $crate::DevicePtr, size: usize) -> $crate::BackendResult<()>);
+    };
+    (@sig |$s:ident| $inner:expr; supports_virtual) => {
+        $crate::forward_backend!(@fn |$s| $inner; supports_virtual() -> bool);
+    };
+    (@sig |$s:ident| $inner:expr; reserve) => {
+        $crate::forward_backend!(@fn |$s| $inner; reserve(size: usize, align: usize) -> $crate::BackendResult<$crate::DevicePtr>);
+    };
+    (@sig |$s:ident| $inner:expr; unreserve) => {
+        $crate::forward_backend!(@fn |$s| $inner; unreserve(ptr: $crate::DevicePtr, size: usize) -> $crate::BackendResult<()>);
+    };
+    (@sig |$s:ident| $inner:expr; map) => {
+        $crate::forward_backend!(@fn |$s| $inner; map(ptr: $crate::DevicePtr, size: usize) -> $crate::BackendResult<()>);
+    };
+    (@sig |$s:ident| $inner:expr; unmap) => {
+        $crate::forward_backend!(@fn |$s| $inner; unmap(ptr: $crate::DevicePtr, size: usize) -> $crate::BackendResult<()>);
+    };
+    (@sig |$s:ident| $inner:expr; map_chunks) => {
+        $crate::forward_backend!(@fn |$s| $inner; map_chunks(ptr: $crate::DevicePtr, chunks: &[usize]) -> $crate::BackendResult<()>);
+    };
+    (@sig |$s:ident| $inner:expr; alias) => {
+        $crate::forward_backend!(@fn |$s| $inner; alias(to: $crate::DevicePtr, from: &[($crate::DevicePtr, usize)]) -> $crate::BackendResult<()>);
+    };
+    (@sig |$s:ident| $inner:expr; create_stream) => {
+        $crate::forward_backend!(@fn |$s| $inner; create_stream() -> $crate::BackendResult<$crate::StreamId>);
+    };
+    (@sig |$s:ident| $inner:expr; destroy_stream) => {
+        $crate::forward_backend!(@fn |$s| $inner; destroy_stream(stream: $crate::StreamId) -> $crate::BackendResult<()>);
+    };
+    (@sig |$s:ident| $inner:expr; synchronize) => {
+        $crate::forward_backend!(@fn |$s| $inner; synchronize(stream: $crate::StreamId) -> $crate::BackendResult<()>);
+    };
+    (@sig |$s:ident| $inner:expr; synchronize_device) => {
+        $crate::forward_backend!(@fn |$s| $inner; synchronize_device() -> $crate::BackendResult<()>);
+    };
+    (@sig |$s:ident| $inner:expr; create_event) => {
+        $crate::forward_backend!(@fn |$s| $inner; create_event() -> $crate::BackendResult<$crate::EventId>);
+    };
+    (@sig |$s:ident| $inner:expr; destroy_event) => {
+        $crate::forward_backend!(@fn |$s| $inner; destroy_event(event: $crate::EventId) -> $crate::BackendResult<()>);
+    };
+    (@sig |$s:ident| $inner:expr; record_event) => {
+        $crate::forward_backend!(@fn |$s| $inner; record_event(event: $crate::EventId, stream: $crate::StreamId) -> $crate::BackendResult<()>);
+    };
+    (@sig |$s:ident| $inner:expr; event_done) => {
+        $crate::forward_backend!(@fn |$s| $inner; event_done(event: $crate::EventId) -> $crate::BackendResult<bool>);
+    };
+    (@sig |$s:ident| $inner:expr; wait_event) => {
+        $crate::forward_backend!(@fn |$s| $inner; wait_event(event: $crate::EventId) -> $crate::BackendResult<()>);
+    };
+    (@sig |$s:ident| $inner:expr; memset) => {
+        $crate::forward_backend!(@fn |$s| $inner; memset(ptr: $crate::DevicePtr, value: u8, len: usize, stream: $crate::StreamId) -> $crate::BackendResult<()>);
+    };
+    (@sig |$s:ident| $inner:expr; copy_to_device) => {
+        $crate::forward_backend!(@fn |$s| $inner; copy_to_device(dst: $crate::DevicePtr, src: &[u8], stream: $crate::StreamId) -> $crate::BackendResult<()>);
+    };
+    (@sig |$s:ident| $inner:expr; copy_to_host) => {
+        $crate::forward_backend!(@fn |$s| $inner; copy_to_host(dst: &mut [u8], src: $crate::DevicePtr, stream: $crate::StreamId) -> $crate::BackendResult<()>);
+    };
+    (@sig |$s:ident| $inner:expr; counters) => {
+        $crate::forward_backend!(@fn |$s| $inner; counters() -> $crate::BackendCounters);
+    };
+    (@sig |$s:ident| $inner:expr; reset_peak_bytes) => {
+        $crate::forward_backend!(@fn |$s| $inner; reset_peak_bytes() -> ());
+    };
+    (@fn |$s:ident| $inner:expr; $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+        fn $name(&self, $($arg: $ty),*) -> $ret {
             let $s = self;
-            $crate::Backend::mem_info($inner)
-        }
-    };
-    (@one |$s:ident| $inner:expr; region_bytes) => {
-        fn region_bytes(&self, size: usize) -> Option<usize> {
-            let $s = self;
-            $crate::Backend::region_bytes($inner, size)
-        }
-    };
-    (@one |$s:ident| $inner:expr; alloc_region) => {
-        fn alloc_region(&self, size: usize) -> $crate::BackendResult<$crate::DevicePtr> {
-            let $s = self;
-            $crate::Backend::alloc_region($inner, size)
-        }
-    };
-    (@one |$s:ident| $inner:expr; free_region) => {
-        fn free_region(&self, ptr: $crate::DevicePtr, size: usize) -> $crate::BackendResult<()> {
-            let $s = self;
-            $crate::Backend::free_region($inner, ptr, size)
-        }
-    };
-    (@one |$s:ident| $inner:expr; supports_virtual) => {
-        fn supports_virtual(&self) -> bool {
-            let $s = self;
-            $crate::Backend::supports_virtual($inner)
-        }
-    };
-    (@one |$s:ident| $inner:expr; reserve) => {
-        fn reserve(&self, size: usize, align: usize) -> $crate::BackendResult<$crate::DevicePtr> {
-            let $s = self;
-            $crate::Backend::reserve($inner, size, align)
-        }
-    };
-    (@one |$s:ident| $inner:expr; unreserve) => {
-        fn unreserve(&self, ptr: $crate::DevicePtr, size: usize) -> $crate::BackendResult<()> {
-            let $s = self;
-            $crate::Backend::unreserve($inner, ptr, size)
-        }
-    };
-    (@one |$s:ident| $inner:expr; map) => {
-        fn map(&self, ptr: $crate::DevicePtr, size: usize) -> $crate::BackendResult<()> {
-            let $s = self;
-            $crate::Backend::map($inner, ptr, size)
-        }
-    };
-    (@one |$s:ident| $inner:expr; unmap) => {
-        fn unmap(&self, ptr: $crate::DevicePtr, size: usize) -> $crate::BackendResult<()> {
-            let $s = self;
-            $crate::Backend::unmap($inner, ptr, size)
-        }
-    };
-    (@one |$s:ident| $inner:expr; map_chunks) => {
-        fn map_chunks(&self, ptr: $crate::DevicePtr, chunks: &[usize]) -> $crate::BackendResult<()> {
-            let $s = self;
-            $crate::Backend::map_chunks($inner, ptr, chunks)
-        }
-    };
-    (@one |$s:ident| $inner:expr; alias) => {
-        fn alias(
-            &self,
-            to: $crate::DevicePtr,
-            from: &[($crate::DevicePtr, usize)],
-        ) -> $crate::BackendResult<()> {
-            let $s = self;
-            $crate::Backend::alias($inner, to, from)
-        }
-    };
-    (@one |$s:ident| $inner:expr; create_stream) => {
-        fn create_stream(&self) -> $crate::BackendResult<$crate::StreamId> {
-            let $s = self;
-            $crate::Backend::create_stream($inner)
-        }
-    };
-    (@one |$s:ident| $inner:expr; destroy_stream) => {
-        fn destroy_stream(&self, stream: $crate::StreamId) -> $crate::BackendResult<()> {
-            let $s = self;
-            $crate::Backend::destroy_stream($inner, stream)
-        }
-    };
-    (@one |$s:ident| $inner:expr; synchronize) => {
-        fn synchronize(&self, stream: $crate::StreamId) -> $crate::BackendResult<()> {
-            let $s = self;
-            $crate::Backend::synchronize($inner, stream)
-        }
-    };
-    (@one |$s:ident| $inner:expr; synchronize_device) => {
-        fn synchronize_device(&self) -> $crate::BackendResult<()> {
-            let $s = self;
-            $crate::Backend::synchronize_device($inner)
-        }
-    };
-    (@one |$s:ident| $inner:expr; create_event) => {
-        fn create_event(&self) -> $crate::BackendResult<$crate::EventId> {
-            let $s = self;
-            $crate::Backend::create_event($inner)
-        }
-    };
-    (@one |$s:ident| $inner:expr; destroy_event) => {
-        fn destroy_event(&self, event: $crate::EventId) -> $crate::BackendResult<()> {
-            let $s = self;
-            $crate::Backend::destroy_event($inner, event)
-        }
-    };
-    (@one |$s:ident| $inner:expr; record_event) => {
-        fn record_event(
-            &self,
-            event: $crate::EventId,
-            stream: $crate::StreamId,
-        ) -> $crate::BackendResult<()> {
-            let $s = self;
-            $crate::Backend::record_event($inner, event, stream)
-        }
-    };
-    (@one |$s:ident| $inner:expr; event_done) => {
-        fn event_done(&self, event: $crate::EventId) -> $crate::BackendResult<bool> {
-            let $s = self;
-            $crate::Backend::event_done($inner, event)
-        }
-    };
-    (@one |$s:ident| $inner:expr; wait_event) => {
-        fn wait_event(&self, event: $crate::EventId) -> $crate::BackendResult<()> {
-            let $s = self;
-            $crate::Backend::wait_event($inner, event)
-        }
-    };
-    (@one |$s:ident| $inner:expr; memset) => {
-        fn memset(
-            &self,
-            ptr: $crate::DevicePtr,
-            value: u8,
-            len: usize,
-            stream: $crate::StreamId,
-        ) -> $crate::BackendResult<()> {
-            let $s = self;
-            $crate::Backend::memset($inner, ptr, value, len, stream)
-        }
-    };
-    (@one |$s:ident| $inner:expr; copy_to_device) => {
-        fn copy_to_device(
-            &self,
-            dst: $crate::DevicePtr,
-            src: &[u8],
-            stream: $crate::StreamId,
-        ) -> $crate::BackendResult<()> {
-            let $s = self;
-            $crate::Backend::copy_to_device($inner, dst, src, stream)
-        }
-    };
-    (@one |$s:ident| $inner:expr; copy_to_host) => {
-        fn copy_to_host(
-            &self,
-            dst: &mut [u8],
-            src: $crate::DevicePtr,
-            stream: $crate::StreamId,
-        ) -> $crate::BackendResult<()> {
-            let $s = self;
-            $crate::Backend::copy_to_host($inner, dst, src, stream)
-        }
-    };
-    (@one |$s:ident| $inner:expr; counters) => {
-        fn counters(&self) -> $crate::BackendCounters {
-            let $s = self;
-            $crate::Backend::counters($inner)
-        }
-    };
-    (@one |$s:ident| $inner:expr; reset_peak_bytes) => {
-        fn reset_peak_bytes(&self) {
-            let $s = self;
-            $crate::Backend::reset_peak_bytes($inner)
+            $crate::Backend::$name($inner, $($arg),*)
         }
     };
 }
