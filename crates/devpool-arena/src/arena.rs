@@ -99,11 +99,8 @@ impl Arena {
 
     /// The arena's own figures, summed over streams.
     pub fn detail(&self) -> ArenaDetail {
-        let mut s = ArenaDetail::default();
-        for (_, pool) in self.inner.pools() {
-            s.merge(&pool.detail());
-        }
-        s
+        self.inner
+            .fold(|s: &mut ArenaDetail, p| s.merge(&p.detail()))
     }
 
     /// The pool of `stream`, if it has one.

@@ -101,74 +101,32 @@ pub trait Allocator: Send + Sync {
 #[macro_export]
 macro_rules! forward_allocator {
     (|$s:ident| $inner:expr; $($method:ident),+ $(,)?) => {
-        $($crate::forward_allocator!(@one |$s| $inner; $method);)+
+        $($crate::forward_allocator!(@sig |$s| $inner; $method);)+
     };
-    (@one |$s:ident| $inner:expr; name) => {
-        fn name(&self) -> &str {
-            let $s = self;
-            $crate::Allocator::name($inner)
-        }
+    (@sig |$s:ident| $inner:expr; name) => { $crate::forward_allocator!(@fn |$s| $inner; name() -> &str); };
+    (@sig |$s:ident| $inner:expr; backend) => {
+        $crate::forward_allocator!(@fn |$s| $inner; backend() -> &::std::sync::Arc<dyn $crate::Backend>);
     };
-    (@one |$s:ident| $inner:expr; backend) => {
-        fn backend(&self) -> &::std::sync::Arc<dyn $crate::Backend> {
-            let $s = self;
-            $crate::Allocator::backend($inner)
-        }
+    (@sig |$s:ident| $inner:expr; device) => { $crate::forward_allocator!(@fn |$s| $inner; device() -> $crate::DeviceId); };
+    (@sig |$s:ident| $inner:expr; allocate) => {
+        $crate::forward_allocator!(@fn |$s| $inner; allocate(req: $crate::Request) -> $crate::Result<$crate::Block>);
     };
-    (@one |$s:ident| $inner:expr; device) => {
-        fn device(&self) -> $crate::DeviceId {
-            let $s = self;
-            $crate::Allocator::device($inner)
-        }
+    (@sig |$s:ident| $inner:expr; deallocate) => {
+        $crate::forward_allocator!(@fn |$s| $inner; deallocate(block: $crate::Block, stream: $crate::StreamId) -> $crate::Result<()>);
     };
-    (@one |$s:ident| $inner:expr; allocate) => {
+    (@sig |$s:ident| $inner:expr; record_stream) => {
+        $crate::forward_allocator!(@fn |$s| $inner; record_stream(block: &$crate::Block, stream: $crate::StreamId) -> $crate::Result<()>);
+    };
+    (@sig |$s:ident| $inner:expr; stats) => { $crate::forward_allocator!(@fn |$s| $inner; stats() -> $crate::Stats); };
+    (@sig |$s:ident| $inner:expr; trim) => { $crate::forward_allocator!(@fn |$s| $inner; trim() -> $crate::Result<usize>); };
+    (@sig |$s:ident| $inner:expr; parts) => { $crate::forward_allocator!(@fn |$s| $inner; parts() -> $crate::Parts); };
+    (@sig |$s:ident| $inner:expr; reuse) => { $crate::forward_allocator!(@fn |$s| $inner; reuse() -> $crate::Reuse); };
+    (@sig |$s:ident| $inner:expr; reset) => { $crate::forward_allocator!(@fn |$s| $inner; reset() -> $crate::Result<()>); };
+    (@fn |$s:ident| $inner:expr; $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty) => {
         #[inline]
-        fn allocate(&self, req: $crate::Request) -> $crate::Result<$crate::Block> {
+        fn $name(&self, $($arg: $ty),*) -> $ret {
             let $s = self;
-            $crate::Allocator::allocate($inner, req)
-        }
-    };
-    (@one |$s:ident| $inner:expr; deallocate) => {
-        #[inline]
-        fn deallocate(&self, block: $crate::Block, stream: $crate::StreamId) -> $crate::Result<()> {
-            let $s = self;
-            $crate::Allocator::deallocate($inner, block, stream)
-        }
-    };
-    (@one |$s:ident| $inner:expr; record_stream) => {
-        fn record_stream(&self, block: &$crate::Block, stream: $crate::StreamId) -> $crate::Result<()> {
-            let $s = self;
-            $crate::Allocator::record_stream($inner, block, stream)
-        }
-    };
-    (@one |$s:ident| $inner:expr; stats) => {
-        fn stats(&self) -> $crate::Stats {
-            let $s = self;
-            $crate::Allocator::stats($inner)
-        }
-    };
-    (@one |$s:ident| $inner:expr; trim) => {
-        fn trim(&self) -> $crate::Result<usize> {
-            let $s = self;
-            $crate::Allocator::trim($inner)
-        }
-    };
-    (@one |$s:ident| $inner:expr; parts) => {
-        fn parts(&self) -> $crate::Parts {
-            let $s = self;
-            $crate::Allocator::parts($inner)
-        }
-    };
-    (@one |$s:ident| $inner:expr; reuse) => {
-        fn reuse(&self) -> $crate::Reuse {
-            let $s = self;
-            $crate::Allocator::reuse($inner)
-        }
-    };
-    (@one |$s:ident| $inner:expr; reset) => {
-        fn reset(&self) -> $crate::Result<()> {
-            let $s = self;
-            $crate::Allocator::reset($inner)
+            $crate::Allocator::$name($inner, $($arg),*)
         }
     };
 }

@@ -29,6 +29,7 @@ mod buffer;
 mod devices;
 mod direct;
 mod error;
+mod forward_backend;
 mod lock;
 mod ordered;
 mod parts;

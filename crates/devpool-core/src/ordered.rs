@@ -159,6 +159,16 @@ impl<P: Pool> StreamOrdered<P> {
         })
     }
 
+    /// A figure of every stream's pool folded into one: `fold(|sum, pool| ...)` starts
+    /// from `T::default()` and adds each pool in turn.
+    pub fn fold<T: Default>(&self, mut add: impl FnMut(&mut T, &P)) -> T {
+        let mut sum = T::default();
+        for (_, p) in self.pools() {
+            add(&mut sum, p);
+        }
+        sum
+    }
+
     /// Frees waiting for other streams' events.
     pub fn pending_frees(&self) -> usize {
         self.pending_count.load(Ordering::Acquire)
@@ -422,10 +432,7 @@ impl<P: Pool> Allocator for StreamOrdered<P> {
     }
 
     fn stats(&self) -> Stats {
-        let mut s = Stats::default();
-        for (_, p) in self.pools() {
-            s.merge(&p.stats());
-        }
+        let mut s = self.fold(|s: &mut Stats, p| s.merge(&p.stats()));
         s.failures = self.failures.load(Ordering::Relaxed);
         s
     }
@@ -437,11 +444,7 @@ impl<P: Pool> Allocator for StreamOrdered<P> {
     }
 
     fn parts(&self) -> crate::Parts {
-        let mut parts = crate::Parts::Whole;
-        for (_, p) in self.pools() {
-            parts.merge(p.parts());
-        }
-        parts
+        self.fold(|parts: &mut crate::Parts, p| parts.merge(p.parts()))
     }
 }
 

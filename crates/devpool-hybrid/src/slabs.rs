@@ -7,8 +7,7 @@
 
 use crate::pool::Large;
 use devpool_core::{
-    Backend, BackendCounters, BackendError, BackendResult, Block, DeviceId, DevicePtr, Error,
-    EventId, Gauge, Request, Stats, StreamId,
+    Backend, BackendError, BackendResult, Block, DevicePtr, Error, Gauge, Request, Stats, StreamId,
 };
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -85,18 +84,13 @@ impl SlabSource {
 }
 
 impl Backend for SlabSource {
+    devpool_core::forward_backend!(|s| &*s.backend; device, mem_info, create_stream, destroy_stream, synchronize, create_event, destroy_event, record_event, event_done, wait_event, counters);
     fn name(&self) -> &str {
         "slabs of the large route"
-    }
-    fn device(&self) -> DeviceId {
-        self.backend.device()
     }
     /// Slabs are aligned to this, which bounds the alignment of the slab's classes.
     fn granularity(&self) -> usize {
         self.align
-    }
-    fn mem_info(&self) -> BackendResult<(u64, u64)> {
-        self.backend.mem_info()
     }
     fn alloc_region(&self, size: usize) -> BackendResult<DevicePtr> {
         let req = Request::new(size)
@@ -136,32 +130,5 @@ impl Backend for SlabSource {
         t.granted.current -= b.size as u64;
         t.frees += 1;
         Ok(())
-    }
-    fn create_stream(&self) -> BackendResult<StreamId> {
-        self.backend.create_stream()
-    }
-    fn destroy_stream(&self, stream: StreamId) -> BackendResult<()> {
-        self.backend.destroy_stream(stream)
-    }
-    fn synchronize(&self, stream: StreamId) -> BackendResult<()> {
-        self.backend.synchronize(stream)
-    }
-    fn create_event(&self) -> BackendResult<EventId> {
-        self.backend.create_event()
-    }
-    fn destroy_event(&self, event: EventId) -> BackendResult<()> {
-        self.backend.destroy_event(event)
-    }
-    fn record_event(&self, event: EventId, stream: StreamId) -> BackendResult<()> {
-        self.backend.record_event(event, stream)
-    }
-    fn event_done(&self, event: EventId) -> BackendResult<bool> {
-        self.backend.event_done(event)
-    }
-    fn wait_event(&self, event: EventId) -> BackendResult<()> {
-        self.backend.wait_event(event)
-    }
-    fn counters(&self) -> BackendCounters {
-        self.backend.counters()
     }
 }

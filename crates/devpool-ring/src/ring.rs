@@ -68,11 +68,8 @@ pub fn ring(backend: impl IntoBackend, cfg: RingConfig) -> Ring {
 impl Ring {
     /// The ring's own figures, summed over streams.
     pub fn detail(&self) -> RingDetail {
-        let mut s = RingDetail::default();
-        for (_, pool) in self.inner.pools() {
-            s.merge(&pool.detail());
-        }
-        s
+        self.inner
+            .fold(|s: &mut RingDetail, p| s.merge(&p.detail()))
     }
 
     /// The pool of `stream`, if it has one.

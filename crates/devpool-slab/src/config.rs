@@ -113,34 +113,21 @@ impl SlabConfig {
         }
     }
 
-    /// Slabs are at least this many bytes, and their sizes a multiple of it (rounded
-    /// up to a power of two, 4 KiB to 512 MiB; default 2 MiB).
-    pub fn min_slab_bytes(mut self, bytes: usize) -> Self {
-        self.min_slab_bytes = bytes;
-        self
-    }
-
-    /// Slabs hold at least this many slots (1 to 4096; default 8), unless that would
-    /// pass [`max_slab_bytes`](SlabConfig::max_slab_bytes).
-    pub fn min_slots(mut self, slots: usize) -> Self {
-        self.min_slots = slots;
-        self
-    }
-
-    /// The huge-class policy: a slab of `min_slots` slots may not pass this many bytes
-    /// (at most [`MAX_SLAB_BYTES`]; default 128 MiB). Classes too large for that get as
-    /// many slots as fit, and classes above it one slot per slab.
-    pub fn max_slab_bytes(mut self, bytes: usize) -> Self {
-        self.max_slab_bytes = bytes;
-        self
-    }
-
-    /// How many empty slabs per class the pool keeps for reuse once their thread
-    /// cache has given them up (default 2); see [`SlabPool`](crate::SlabPool) for
-    /// the whole policy.
-    pub fn keep_empty(mut self, slabs: usize) -> Self {
-        self.keep_empty = slabs;
-        self
+    devpool_core::setters! {
+        /// Slabs are at least this many bytes, and their sizes a multiple of it (rounded
+        /// up to a power of two, 4 KiB to 512 MiB; default 2 MiB).
+        min_slab_bytes: usize,
+        /// Slabs hold at least this many slots (1 to 4096; default 8), unless that would
+        /// pass [`max_slab_bytes`](SlabConfig::max_slab_bytes).
+        min_slots: usize,
+        /// The huge-class policy: a slab of `min_slots` slots may not pass this many bytes
+        /// (at most [`MAX_SLAB_BYTES`]; default 128 MiB). Classes too large for that get as
+        /// many slots as fit, and classes above it one slot per slab.
+        max_slab_bytes: usize,
+        /// How many empty slabs per class the pool keeps for reuse once their thread
+        /// cache has given them up (default 2); see [`SlabPool`](crate::SlabPool) for
+        /// the whole policy.
+        keep_empty: usize,
     }
 
     /// The slot sizes of every class, smallest first.

@@ -75,10 +75,9 @@ impl Default for MockConfig {
 }
 
 impl MockConfig {
-    /// Another capacity.
-    pub fn capacity(mut self, bytes: u64) -> Self {
-        self.capacity = bytes;
-        self
+    devpool_core::setters! {
+        /// Another capacity.
+        capacity: u64,
     }
     /// Another device ordinal.
     pub fn device(mut self, ordinal: u32) -> Self {

@@ -2,8 +2,8 @@
 //! overlapping blocks, lost data and stream-order violations.
 
 use devpool_core::{
-    direct, Allocator, Backend, BackendCounters, BackendResult, Block, DeviceId, DevicePtr,
-    DirectPool, Error, EventId, Request, Result, StreamId, StreamOrdered,
+    direct, Allocator, Backend, BackendResult, Block, DevicePtr, DirectPool, Error, Request,
+    Result, StreamId, StreamOrdered,
 };
 use devpool_testing::gpu_checks::{OverlapCheck, StreamOrderCheck};
 use devpool_testing::{MockBackend, MockConfig};
@@ -95,47 +95,9 @@ struct Corrupting {
 }
 
 impl Backend for Corrupting {
+    devpool_core::forward_backend!(|s| &*s.inner; device, granularity, mem_info, alloc_region, free_region, create_stream, destroy_stream, synchronize, create_event, destroy_event, record_event, event_done, wait_event, copy_to_device, copy_to_host, counters);
     fn name(&self) -> &str {
         "corrupting"
-    }
-    fn device(&self) -> DeviceId {
-        self.inner.device()
-    }
-    fn granularity(&self) -> usize {
-        self.inner.granularity()
-    }
-    fn mem_info(&self) -> BackendResult<(u64, u64)> {
-        self.inner.mem_info()
-    }
-    fn alloc_region(&self, size: usize) -> BackendResult<DevicePtr> {
-        self.inner.alloc_region(size)
-    }
-    fn free_region(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
-        self.inner.free_region(ptr, size)
-    }
-    fn create_stream(&self) -> BackendResult<StreamId> {
-        self.inner.create_stream()
-    }
-    fn destroy_stream(&self, stream: StreamId) -> BackendResult<()> {
-        self.inner.destroy_stream(stream)
-    }
-    fn synchronize(&self, stream: StreamId) -> BackendResult<()> {
-        self.inner.synchronize(stream)
-    }
-    fn create_event(&self) -> BackendResult<EventId> {
-        self.inner.create_event()
-    }
-    fn destroy_event(&self, event: EventId) -> BackendResult<()> {
-        self.inner.destroy_event(event)
-    }
-    fn record_event(&self, event: EventId, stream: StreamId) -> BackendResult<()> {
-        self.inner.record_event(event, stream)
-    }
-    fn event_done(&self, event: EventId) -> BackendResult<bool> {
-        self.inner.event_done(event)
-    }
-    fn wait_event(&self, event: EventId) -> BackendResult<()> {
-        self.inner.wait_event(event)
     }
     fn memset(&self, ptr: DevicePtr, value: u8, len: usize, stream: StreamId) -> BackendResult<()> {
         self.inner.memset(ptr, value, len, stream)?;
@@ -145,15 +107,6 @@ impl Backend for Corrupting {
             self.inner.copy_to_device(at, &[value ^ 0x40], stream)?;
         }
         Ok(())
-    }
-    fn copy_to_device(&self, dst: DevicePtr, src: &[u8], stream: StreamId) -> BackendResult<()> {
-        self.inner.copy_to_device(dst, src, stream)
-    }
-    fn copy_to_host(&self, dst: &mut [u8], src: DevicePtr, stream: StreamId) -> BackendResult<()> {
-        self.inner.copy_to_host(dst, src, stream)
-    }
-    fn counters(&self) -> BackendCounters {
-        self.inner.counters()
     }
 }
 

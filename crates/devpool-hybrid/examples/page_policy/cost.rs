@@ -6,9 +6,7 @@
 //! cuMemAlloc and cuMemFree about 29 µs each (a 58 µs pair). A model to compare
 //! policies with, not a measurement.
 
-use devpool_core::{
-    Backend, BackendCounters, BackendResult, DeviceId, DevicePtr, EventId, StreamId,
-};
+use devpool_core::{Backend, BackendResult, DevicePtr, EventId, StreamId};
 use devpool_testing::MockBackend;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -39,17 +37,9 @@ impl Costed {
 }
 
 impl Backend for Costed {
+    devpool_core::forward_backend!(|s| &*s.inner; device, granularity, mem_info, supports_virtual, reserve, unreserve, create_stream, destroy_stream, synchronize, synchronize_device, create_event, destroy_event, wait_event, counters);
     fn name(&self) -> &str {
         "mock+cost"
-    }
-    fn device(&self) -> DeviceId {
-        self.inner.device()
-    }
-    fn granularity(&self) -> usize {
-        self.inner.granularity()
-    }
-    fn mem_info(&self) -> BackendResult<(u64, u64)> {
-        self.inner.mem_info()
     }
     fn alloc_region(&self, size: usize) -> BackendResult<DevicePtr> {
         self.add(29_000);
@@ -58,15 +48,6 @@ impl Backend for Costed {
     fn free_region(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
         self.add(29_000);
         self.inner.free_region(ptr, size)
-    }
-    fn supports_virtual(&self) -> bool {
-        self.inner.supports_virtual()
-    }
-    fn reserve(&self, size: usize, align: usize) -> BackendResult<DevicePtr> {
-        self.inner.reserve(size, align)
-    }
-    fn unreserve(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
-        self.inner.unreserve(ptr, size)
     }
     fn map(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
         let g = self.granularity();
@@ -111,24 +92,6 @@ impl Backend for Costed {
         );
         r
     }
-    fn create_stream(&self) -> BackendResult<StreamId> {
-        self.inner.create_stream()
-    }
-    fn destroy_stream(&self, stream: StreamId) -> BackendResult<()> {
-        self.inner.destroy_stream(stream)
-    }
-    fn synchronize(&self, stream: StreamId) -> BackendResult<()> {
-        self.inner.synchronize(stream)
-    }
-    fn synchronize_device(&self) -> BackendResult<()> {
-        self.inner.synchronize_device()
-    }
-    fn create_event(&self) -> BackendResult<EventId> {
-        self.inner.create_event()
-    }
-    fn destroy_event(&self, event: EventId) -> BackendResult<()> {
-        self.inner.destroy_event(event)
-    }
     fn record_event(&self, event: EventId, stream: StreamId) -> BackendResult<()> {
         self.add(1_500);
         self.inner.record_event(event, stream)
@@ -136,11 +99,5 @@ impl Backend for Costed {
     fn event_done(&self, event: EventId) -> BackendResult<bool> {
         self.add(500);
         self.inner.event_done(event)
-    }
-    fn wait_event(&self, event: EventId) -> BackendResult<()> {
-        self.inner.wait_event(event)
-    }
-    fn counters(&self) -> BackendCounters {
-        self.inner.counters()
     }
 }
