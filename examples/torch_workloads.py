@@ -313,6 +313,7 @@ def main():
         "steps": len(times),
         "median_step_s": statistics.median(times[1:] if len(times) > 1 else times),
         "total_s": sum(times),
+        "step_s": times,
         "losses": [i["loss"] for i in infos if "loss" in i],
         "peak_reserved_bytes": m.get("reserved_bytes.all.peak"),
         "peak_allocated_bytes": m.get("allocated_bytes.all.peak"),

@@ -146,7 +146,9 @@ def configure(config: str | None = None, /, **settings: Any) -> None:
     ``all``), and for strategies that map pages (``hybrid``, ``tlsf-*``, ``buddy-*``)
     ``cache_floor`` (unused mapped bytes always kept), ``move_margin`` (how far past
     the recent peak of allocated bytes the pool grows before it moves unused memory
-    instead, e.g. ``0.02``: more memory for fewer driver calls) and ``move_memory``
+    instead, e.g. ``0.02``: more memory for fewer driver calls), ``move_slack`` (how far,
+    as a fraction of that peak, the pool may widen this on its own when memory keeps
+    moving from step to step) and ``move_memory``
     (``True``/``False``). Keys not given keep their value. Without a GPU and without a backend named
     here or in ``$DEVPOOL_CONFIG``, the mock backend is used.
 

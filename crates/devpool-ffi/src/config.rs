@@ -45,7 +45,7 @@ pub enum ConfigError {
     #[error("`{0}` is not a key=value pair")]
     NotAPair(String),
     /// A key of no setting.
-    #[error("unknown key `{0}` (strategy, backend, small_max, huge_min, cache_floor, move_margin, move_memory, mock_capacity, log)")]
+    #[error("unknown key `{0}` (strategy, backend, small_max, huge_min, cache_floor, move_margin, move_slack, move_memory, mock_capacity, log)")]
     UnknownKey(String),
     /// A strategy name not in [`devpool::STRATEGIES`].
     #[error(transparent)]
@@ -98,7 +98,7 @@ pub enum ConfigError {
         value: String,
     },
     /// A page-layer setting with a strategy that maps no pages.
-    #[error("cache_floor, move_margin and move_memory apply to the strategies with a page layer (tlsf, buddy and the hybrids), not `{strategy}`")]
+    #[error("cache_floor, move_margin, move_slack and move_memory apply to the strategies with a page layer (tlsf, buddy and the hybrids), not `{strategy}`")]
     NoPageLayer {
         /// The strategy named.
         strategy: &'static str,
@@ -153,6 +153,10 @@ pub struct Config {
     /// of that peak ([`VmConfig::move_margin`](devpool::tlsf::VmConfig::move_margin)):
     /// more memory for fewer driver calls.
     pub move_margin: Option<f64>,
+    /// Strategies with a page layer: how far the limit widens when memory keeps
+    /// moving, as a fraction of the recent peak
+    /// ([`VmConfig::move_slack_max`](devpool::tlsf::VmConfig::move_slack_max)).
+    pub move_slack: Option<f64>,
     /// Strategies with a page layer: whether unused memory moves to where a block
     /// needs it ([`VmConfig::move_memory`](devpool::tlsf::VmConfig::move_memory)).
     pub move_memory: Option<bool>,
@@ -171,6 +175,7 @@ impl Default for Config {
             huge_min: None,
             cache_floor: None,
             move_margin: None,
+            move_slack: None,
             move_memory: None,
             mock_capacity: 141 * devpool_core::GIB,
             log: LogMode::Once,
@@ -218,6 +223,9 @@ impl Config {
             if let Some(m) = self.move_margin {
                 p.move_margin = m;
             }
+            if let Some(m) = self.move_slack {
+                p.move_slack_max = m;
+            }
             if let Some(m) = self.move_memory {
                 p.move_memory = m;
             }
@@ -239,6 +247,7 @@ impl Config {
             }
             "cache_floor" => self.cache_floor = Some(parse_size(key, value)?),
             "move_margin" => self.move_margin = Some(parse_fraction(key, value)?),
+            "move_slack" => self.move_slack = Some(parse_fraction(key, value)?),
             "move_memory" => self.move_memory = Some(parse_flag(key, value)?),
             "mock_capacity" => self.mock_capacity = parse_size(key, value)? as u64,
             "log" => {
@@ -259,8 +268,10 @@ impl Config {
                 strategy: self.strategy.name(),
             });
         }
-        let pages =
-            self.cache_floor.is_some() || self.move_margin.is_some() || self.move_memory.is_some();
+        let pages = self.cache_floor.is_some()
+            || self.move_margin.is_some()
+            || self.move_slack.is_some()
+            || self.move_memory.is_some();
         if pages && self.strategy.clone().pages_mut().is_none() {
             return Err(ConfigError::NoPageLayer {
                 strategy: self.strategy.name(),
@@ -303,6 +314,9 @@ impl fmt::Display for Config {
         }
         if let Some(m) = self.move_margin {
             write!(f, ";move_margin={m}")?;
+        }
+        if let Some(m) = self.move_slack {
+            write!(f, ";move_slack={m}")?;
         }
         if let Some(m) = self.move_memory {
             write!(f, ";move_memory={}", if m { "on" } else { "off" })?;
@@ -450,13 +464,18 @@ mod tests {
     #[test]
     fn page_settings_reach_the_page_layer() {
         let mut c = Config::default();
-        c.apply("cache_floor=8M;move_margin=0.03;move_memory=off")
+        c.apply("cache_floor=8M;move_margin=0.03;move_slack=0.01;move_memory=off")
             .unwrap();
         let mut spec = c.spec();
         let p = spec.pages_mut().expect("the hybrid has a page layer");
         assert_eq!(
-            (p.cache_floor, p.move_margin, p.move_memory),
-            (8 << 20, 0.03, false)
+            (
+                p.cache_floor,
+                p.move_margin,
+                p.move_slack_max,
+                p.move_memory
+            ),
+            (8 << 20, 0.03, 0.01, false)
         );
         // Without the keys, the strategy's own settings stay.
         let mut plain = Config::default().spec();

@@ -13,6 +13,13 @@
 //! by twice what came back, up to a quarter of the peak, and the widening decays by
 //! a quarter at every window.
 //!
+//! Moving memory has its own hysteresis: once the pool holds its limit, memory moves
+//! to where blocks need pages (one driver call each). When moves recur across
+//! windows, each moved byte widens the limit and the bound by as much, up to
+//! `move_slack_max` of the peak, so a workload that lands on slightly different
+//! pages every step ends up holding a little more instead of moving every step; the
+//! widening decays by a quarter in every window without a move.
+//!
 //! The same policy serves the page layer (unused mapped pages) and the region modes
 //! of the strategies (wholly free regions), so every strategy is held to one rule.
 
@@ -53,6 +60,12 @@ pub struct CachePolicy {
     releases: u64,
     /// Extra unused bytes allowed after early releases had to be taken again.
     slack: u64,
+    move_slack_max: f64,
+    /// Bytes moved in the current and in the previous window.
+    moved_now: u64,
+    moved_before: u64,
+    /// Extra bytes held (limit and bound) after moves recurred.
+    move_slack: u64,
 }
 
 impl CachePolicy {
@@ -75,6 +88,10 @@ impl CachePolicy {
             released: 0,
             releases: 0,
             slack: 0,
+            move_slack_max: cfg.move_slack_max,
+            moved_now: 0,
+            moved_before: 0,
+            move_slack: 0,
         }
     }
 
@@ -91,6 +108,11 @@ impl CachePolicy {
     /// The widening of the bound now in force.
     pub fn slack(&self) -> u64 {
         self.slack
+    }
+
+    /// The widening of the limit (and the bound) now in force after recurring moves.
+    pub fn move_slack(&self) -> u64 {
+        self.move_slack
     }
 
     /// `bytes` more are allocated.
@@ -122,6 +144,11 @@ impl CachePolicy {
         self.released = 0;
         self.releases = 0;
         self.slack -= self.slack / 4;
+        if self.moved_now == 0 {
+            self.move_slack -= self.move_slack / 4;
+        }
+        self.moved_before = self.moved_now;
+        self.moved_now = 0;
         true
     }
 
@@ -140,6 +167,7 @@ impl CachePolicy {
         self.floor_at(peak)
             .saturating_add(extra)
             .saturating_add(self.slack)
+            .saturating_add(self.move_slack)
             .saturating_add(peak - allocated)
     }
 
@@ -151,7 +179,8 @@ impl CachePolicy {
         let extra = (peak as f64 * (self.fraction + self.move_margin)) as u64;
         let by_use = peak
             .saturating_add(self.floor_at(peak))
-            .saturating_add(extra);
+            .saturating_add(extra)
+            .saturating_add(self.move_slack);
         by_use.max(self.held_now.max(self.held_before))
     }
 
@@ -167,6 +196,17 @@ impl CachePolicy {
         self.releases += 1;
     }
 
+    /// `bytes` of unused memory moved to where a block needed pages. When memory
+    /// moved in the previous window too, moving recurs: the limit and the bound widen
+    /// by as much, up to `move_slack_max` of the peak.
+    pub fn on_move(&mut self, bytes: u64) {
+        self.moved_now += bytes;
+        if self.moved_before > 0 {
+            let cap = (self.peak() as f64 * self.move_slack_max) as u64;
+            self.move_slack = (self.move_slack + bytes).min(cap.max(self.move_slack));
+        }
+    }
+
     /// The pool takes `bytes` more from the backend to grow. When the policy has been
     /// giving back often in this window (more than `CHURN_CALLS` times per 1000
     /// operations), what it gave back went too early: the bound widens by twice as
@@ -179,5 +219,67 @@ impl CachePolicy {
         self.released -= churn;
         let cap = (self.peak() as f64 * self.slack_max) as u64;
         self.slack = (self.slack + 2 * churn).min(cap);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> CachePolicy {
+        CachePolicy::new(
+            &VmConfig::default()
+                .cache(0, 0.0)
+                .window_ops(4)
+                .move_slack_max(1.0 / 64.0),
+        )
+    }
+
+    /// Run one window of four operations; `moved` bytes move in it.
+    fn window(p: &mut CachePolicy, moved: u64) {
+        if moved > 0 {
+            p.on_move(moved);
+        }
+        for _ in 0..4 {
+            p.tick();
+        }
+    }
+
+    #[test]
+    fn recurring_moves_widen_the_limit_up_to_the_cap_and_it_decays() {
+        let mut p = policy();
+        p.on_alloc(64 << 20);
+        let base = p.limit(0);
+        assert_eq!(base, 64 << 20, "no floor, no fraction: the peak");
+        // A move in one window alone widens nothing.
+        window(&mut p, 1 << 20);
+        assert_eq!((p.move_slack(), p.limit(0)), (0, base));
+        // A move in the next window: moving recurs, the limit widens by it.
+        window(&mut p, 1 << 20);
+        assert_eq!(p.move_slack(), 1 << 20);
+        assert_eq!(p.limit(0), base + (1 << 20));
+        assert_eq!(p.bound(0), 1 << 20, "the bound widens as much");
+        // Never past 1/64 of the peak.
+        window(&mut p, 8 << 20);
+        assert_eq!(p.move_slack(), (64 << 20) / 64);
+        // Windows without moves give a quarter back each.
+        window(&mut p, 0);
+        window(&mut p, 0);
+        assert_eq!(p.move_slack(), (1 << 20) * 3 / 4 * 3 / 4);
+    }
+
+    #[test]
+    fn without_a_cap_moves_never_widen_the_limit() {
+        let mut p = CachePolicy::new(
+            &VmConfig::default()
+                .cache(0, 0.0)
+                .window_ops(4)
+                .move_slack_max(0.0),
+        );
+        p.on_alloc(64 << 20);
+        for _ in 0..4 {
+            window(&mut p, 4 << 20);
+        }
+        assert_eq!((p.move_slack(), p.limit(0)), (0, 64 << 20));
     }
 }
