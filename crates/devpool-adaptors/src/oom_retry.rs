@@ -100,15 +100,14 @@ impl<A: Allocator> OomRetry<A> {
         let stats = self.inner.stats();
         let mut info = match err {
             Error::OutOfMemory(info) => info,
-            Error::Backend(BackendError::OutOfMemory { free, total, .. }) => Box::new(OomInfo {
-                requested: req.size,
-                live: stats.live_bytes.current,
-                cached: stats.cached_bytes(),
-                reserved: stats.reserved_bytes.current,
-                backend_free: free,
-                backend_total: total,
-                note: format!("allocator {}", self.inner.name()),
-            }),
+            Error::Backend(BackendError::OutOfMemory { free, total, .. }) => {
+                Box::new(OomInfo::from_stats(
+                    req.size,
+                    &stats,
+                    (free, total),
+                    format!("allocator {}", self.inner.name()),
+                ))
+            }
             other => return other,
         };
         let rounding = stats

@@ -146,6 +146,19 @@ impl Tree {
             .into()
     }
 
+    /// What `max_free` of node `n` should be: its own order when free, the larger
+    /// of its children's when split, else zero.
+    fn max_free_of(&self, n: &Node) -> u8 {
+        match n.state {
+            State::Free => n.order,
+            State::Split | State::Head => self
+                .node(n.child)
+                .max_free
+                .max(self.node(n.child + 1).max_free),
+            _ => 0,
+        }
+    }
+
     /// Bring `max_free` up to date from node `i` to the root: every node up to order
     /// `force` is recomputed, and above it the walk stops where nothing changes.
     /// Operations that change many nodes along one path (a split down, a trim) call
@@ -156,14 +169,7 @@ impl Tree {
         }
         loop {
             let n = self.node(i);
-            let v = match n.state {
-                State::Free => n.order,
-                State::Split | State::Head => self
-                    .node(n.child)
-                    .max_free
-                    .max(self.node(n.child + 1).max_free),
-                _ => 0,
-            };
+            let v = self.max_free_of(n);
             if n.max_free == v && u32::from(n.order) > force {
                 return;
             }
@@ -610,14 +616,7 @@ impl Tree {
             let n = self.node(i);
             let o = n.order as usize;
             if self.track {
-                let want = match n.state {
-                    State::Free => n.order,
-                    State::Split | State::Head => self
-                        .node(n.child)
-                        .max_free
-                        .max(self.node(n.child + 1).max_free),
-                    _ => 0,
-                };
+                let want = self.max_free_of(n);
                 if n.max_free != want {
                     return Err(format!("node {i}: largest free {} not {want}", n.max_free));
                 }

@@ -49,6 +49,16 @@ fn assert_intact(pool: &BuddyPool, mock: &MockBackend, live: &[(Block, u8)]) {
     }
 }
 
+/// Check the pool once more, free every live block and trim: nothing stays held.
+fn free_all(pool: &BuddyPool, mock: &MockBackend, live: Vec<(Block, u8)>) {
+    assert_intact(pool, mock, &live);
+    for (b, _) in live {
+        pool.deallocate(&b).unwrap();
+    }
+    pool.trim().unwrap();
+    assert_eq!(mock.counters().bytes_in_use.current, 0);
+}
+
 fn injected(e: &Error) -> bool {
     matches!(e, Error::Backend(BackendError::Injected { .. }))
 }
@@ -84,12 +94,7 @@ fn region_refused_for_a_new_span() {
     let b = pool.allocate(&Request::new(12 << 20)).unwrap();
     write(&mock, &b, 101);
     live.push((b, 101));
-    assert_intact(&pool, &mock, &live);
-    for (b, _) in live {
-        pool.deallocate(&b).unwrap();
-    }
-    pool.trim().unwrap();
-    assert_eq!(mock.counters().bytes_in_use.current, 0);
+    free_all(&pool, &mock, live);
 }
 
 #[test]
@@ -144,12 +149,7 @@ fn virtual_refused_on_the_second_of_two_map_calls() {
     assert_eq!(mock.counters().map_calls, maps + 3);
     write(&mock, &b, 4);
     live.push((b, 4));
-    assert_intact(&pool, &mock, &live);
-    for (b, _) in live {
-        pool.deallocate(&b).unwrap();
-    }
-    pool.trim().unwrap();
-    assert_eq!(mock.counters().bytes_in_use.current, 0);
+    free_all(&pool, &mock, live);
 }
 
 #[test]

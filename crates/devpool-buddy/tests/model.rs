@@ -5,6 +5,7 @@
 
 use devpool_buddy::{BuddyConfig, BuddyPool, VmConfig};
 use devpool_core::{Backend, Block, Error, Pool, Request};
+use devpool_testing::conformance::{overlapping_neighbour, take_pick};
 use devpool_testing::{MockBackend, MockConfig};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -98,21 +99,15 @@ proptest! {
                     prop_assert!(b.ptr.is_aligned(align));
                     prop_assert!(b.size >= size.max(1));
                     prop_assert!(b.handle >> 62 == 0, "handle fits in 62 bits");
-                    if let Some((_, prev)) = model.range(..=b.ptr.0).next_back() {
-                        prop_assert!(prev.ptr.0 + prev.size as u64 <= b.ptr.0, "{prev:?} {b:?}");
-                    }
-                    if let Some((_, next)) = model.range(b.ptr.0..).next() {
-                        prop_assert!(b.ptr.0 + b.size as u64 <= next.ptr.0, "{b:?} {next:?}");
-                    }
+                    let o = overlapping_neighbour(&model, &b);
+                    prop_assert!(o.is_none(), "{b:?} overlaps {o:?}");
                     pool.check(&b).unwrap();
                     model.insert(b.ptr.0, b);
                 }
                 Op::Free { pick } => {
-                    if model.is_empty() {
+                    let Some(b) = take_pick(&mut model, pick) else {
                         continue;
-                    }
-                    let key = *model.keys().nth(pick % model.len()).unwrap();
-                    let b = model.remove(&key).unwrap();
+                    };
                     pool.deallocate(&b).unwrap();
                     freed.push(b);
                 }

@@ -7,8 +7,9 @@
 //! the command line, and may run only once per process with other settings.
 
 use crate::error::CliError;
+use crate::reference::keeps_nothing;
 use devpool::BackendKind;
-use devpool_core::{Allocator, Backend, Block, DevicePtr, Error, Request, Result, Stats, StreamId};
+use devpool_core::{Allocator, Backend, Block, DevicePtr, Error, Request, Result, StreamId};
 use devpool_ffi::{
     devpool_configure, devpool_free, devpool_malloc, DEVPOOL_ERR_INVALID, DEVPOOL_OK,
 };
@@ -90,15 +91,5 @@ impl Allocator for CAbi {
         Ok(())
     }
 
-    fn record_stream(&self, _block: &Block, _stream: StreamId) -> Result<()> {
-        Ok(())
-    }
-
-    fn stats(&self) -> Stats {
-        Stats::default()
-    }
-
-    fn trim(&self) -> Result<usize> {
-        Ok(0)
-    }
+    keeps_nothing!();
 }

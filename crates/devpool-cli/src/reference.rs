@@ -8,10 +8,33 @@ use crate::error::CliError;
 use crate::target::Target;
 use crate::BackendArgs;
 use devpool_core::{
-    Allocator, Backend, Block, DevicePtr, Error, OomInfo, Request, Result, Stats, StreamId,
+    Allocator, Backend, Block, DevicePtr, Error, OomInfo, Request, Result, StreamId,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
+
+/// The methods of an allocator that keeps nothing back between calls: recording a
+/// stream is nothing to do, it has no figures of its own and nothing to trim.
+macro_rules! keeps_nothing {
+    () => {
+        fn record_stream(
+            &self,
+            _block: &devpool_core::Block,
+            _stream: devpool_core::StreamId,
+        ) -> devpool_core::Result<()> {
+            Ok(())
+        }
+
+        fn stats(&self) -> devpool_core::Stats {
+            devpool_core::Stats::default()
+        }
+
+        fn trim(&self) -> devpool_core::Result<usize> {
+            Ok(0)
+        }
+    };
+}
+pub(crate) use keeps_nothing;
 
 /// The reference rows of `devpool bench`, beside the strategies.
 pub(crate) const REFERENCES: &[&str] = &["malloc"];
@@ -118,17 +141,7 @@ impl Allocator for HostMalloc {
         Ok(())
     }
 
-    fn record_stream(&self, _block: &Block, _stream: StreamId) -> Result<()> {
-        Ok(())
-    }
-
-    fn stats(&self) -> Stats {
-        Stats::default()
-    }
-
-    fn trim(&self) -> Result<usize> {
-        Ok(0)
-    }
+    keeps_nothing!();
 }
 
 /// An allocator that does no work: each block gets the next address, frees are
@@ -175,17 +188,7 @@ impl Allocator for Nothing {
         Ok(())
     }
 
-    fn record_stream(&self, _block: &Block, _stream: StreamId) -> Result<()> {
-        Ok(())
-    }
-
-    fn stats(&self) -> Stats {
-        Stats::default()
-    }
-
-    fn trim(&self) -> Result<usize> {
-        Ok(0)
-    }
+    keeps_nothing!();
 }
 
 #[cfg(test)]

@@ -24,6 +24,33 @@ pub struct OomInfo {
     pub note: String,
 }
 
+impl OomInfo {
+    /// The report of a request for `requested` bytes that failed while the allocator
+    /// held what `stats` says and the device had `free` of `total` bytes free.
+    ///
+    /// ```
+    /// use devpool_core::{OomInfo, Stats};
+    /// let info = OomInfo::from_stats(64, &Stats::default(), (1, 2), "allocator x".into());
+    /// assert_eq!((info.requested, info.backend_free, info.backend_total), (64, 1, 2));
+    /// ```
+    pub fn from_stats(
+        requested: usize,
+        stats: &crate::Stats,
+        (free, total): (u64, u64),
+        note: String,
+    ) -> Self {
+        OomInfo {
+            requested,
+            live: stats.live_bytes.current,
+            cached: stats.cached_bytes(),
+            reserved: stats.reserved_bytes.current,
+            backend_free: free,
+            backend_total: total,
+            note,
+        }
+    }
+}
+
 impl std::fmt::Display for OomInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(

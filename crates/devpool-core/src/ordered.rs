@@ -271,15 +271,12 @@ impl<P: Pool> StreamOrdered<P> {
                 if d.is_empty() { "" } else { ": " }
             );
         }
-        Error::OutOfMemory(Box::new(OomInfo {
-            requested: req.size,
-            live: stats.live_bytes.current,
-            cached: stats.cached_bytes(),
-            reserved: stats.reserved_bytes.current,
-            backend_free: free,
-            backend_total: total,
-            note: format!("allocator {}; {note}", self.name),
-        }))
+        Error::OutOfMemory(Box::new(OomInfo::from_stats(
+            req.size,
+            &stats,
+            (free, total),
+            format!("allocator {}; {note}", self.name),
+        )))
     }
 
     /// A free on another stream, or with frees queued or blocks declared used

@@ -176,16 +176,12 @@ impl CudaMallocAsync {
 
     fn oom(&self, req: &Request) -> Error {
         let s = self.stats();
-        let (free, total) = self.cuda.mem_info().unwrap_or((0, 0));
-        Error::OutOfMemory(Box::new(OomInfo {
-            requested: req.size,
-            live: s.live_bytes.current,
-            cached: s.cached_bytes(),
-            reserved: s.reserved_bytes.current,
-            backend_free: free,
-            backend_total: total,
-            note: "allocator cuda-malloc-async: the driver's default memory pool".into(),
-        }))
+        Error::OutOfMemory(Box::new(OomInfo::from_stats(
+            req.size,
+            &s,
+            self.cuda.mem_info().unwrap_or((0, 0)),
+            "allocator cuda-malloc-async: the driver's default memory pool".into(),
+        )))
     }
 }
 

@@ -98,7 +98,7 @@ pub enum ConfigError {
         value: String,
     },
     /// A page-layer setting with a strategy that maps no pages.
-    #[error("cache_floor, move_margin, move_slack and move_memory apply to the strategies with a page layer (tlsf, buddy and the hybrids), not `{strategy}`")]
+    #[error("cache_floor, move_margin, move_slack and move_memory apply to the strategies with a page layer ({paged}), not `{strategy}`", paged = paged_names())]
     NoPageLayer {
         /// The strategy named.
         strategy: &'static str,
@@ -108,14 +108,24 @@ pub enum ConfigError {
     NoCapacity,
 }
 
-/// The names of the hybrid strategies, for messages.
-fn hybrid_names() -> String {
+/// The names of the strategies whose spec passes `test`, for messages.
+fn names_where(test: impl Fn(&mut StrategySpec) -> bool) -> String {
     let names: Vec<&str> = STRATEGIES
         .iter()
-        .filter(|s| s.spec().hybrid().is_some())
+        .filter(|s| test(&mut s.spec()))
         .map(|s| s.name)
         .collect();
     names.join(", ")
+}
+
+/// The names of the hybrid strategies, for messages.
+fn hybrid_names() -> String {
+    names_where(|s| s.hybrid().is_some())
+}
+
+/// The names of the strategies with a page layer, for messages.
+fn paged_names() -> String {
+    names_where(|s| s.pages_mut().is_some())
 }
 
 /// At most 64 bytes of a value echoed back in a message.

@@ -7,6 +7,7 @@
 //! - after a trim no empty slab is left, and at the end nothing is held.
 use devpool_core::{Backend, Block, Error, Pool, Request};
 use devpool_slab::{SlabConfig, SlabPool};
+use devpool_testing::conformance::{overlapping_neighbour, take_pick};
 use devpool_testing::MockBackend;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -117,22 +118,15 @@ fn run(cfg: SlabConfig, per_pow2: Option<usize>, max_log: u32, cases: u32) {
                         let got = pool.allocate(&req);
                         check_rounding(&cfg, per_pow2, g, &req, &got)?;
                         if let Ok(b) = got {
-                            for other in model.values() {
-                                prop_assert!(
-                                    b.ptr.0 + b.size as u64 <= other.ptr.0
-                                        || other.ptr.0 + other.size as u64 <= b.ptr.0,
-                                    "overlap {b:?} {other:?}"
-                                );
-                            }
+                            let o = overlapping_neighbour(&model, &b);
+                            prop_assert!(o.is_none(), "overlap {b:?} {o:?}");
                             model.insert(b.ptr.0, b);
                         }
                     }
                     Op::Free { pick } => {
-                        if model.is_empty() {
+                        let Some(b) = take_pick(&mut model, pick) else {
                             continue;
-                        }
-                        let key = *model.keys().nth(pick % model.len()).unwrap();
-                        let b = model.remove(&key).unwrap();
+                        };
                         pool.deallocate(&b)
                             .map_err(|e| TestCaseError::fail(format!("free: {e}")))?;
                         prop_assert!(pool.check(&b).is_err(), "a freed block is not live");

@@ -5,6 +5,7 @@
 //! bytes the backend has handed out. At the end everything is freed: each span is
 //! one free block again, and trim gives everything back.
 use devpool_core::{Backend, Block, Pool, Request};
+use devpool_testing::conformance::{overlapping_neighbour, take_pick};
 use devpool_testing::MockBackend;
 use devpool_tlsf::{TlsfConfig, TlsfMode, TlsfPool};
 use proptest::prelude::*;
@@ -96,20 +97,14 @@ proptest! {
                     prop_assert!(b.ptr.is_aligned(align.max(256)), "{b:?} align {align}");
                     prop_assert!(b.size >= size.max(1));
                     prop_assert_eq!(b.handle >> 62, 0, "top two handle bits are clear");
-                    if let Some((_, p)) = model.range(..=b.ptr.0).next_back() {
-                        prop_assert!(p.ptr.0 + p.size as u64 <= b.ptr.0, "overlap {p:?} {b:?}");
-                    }
-                    if let Some((_, n)) = model.range(b.ptr.0..).next() {
-                        prop_assert!(b.ptr.0 + b.size as u64 <= n.ptr.0, "overlap {b:?} {n:?}");
-                    }
+                    let o = overlapping_neighbour(&model, &b);
+                    prop_assert!(o.is_none(), "overlap {b:?} {o:?}");
                     model.insert(b.ptr.0, b);
                 }
                 Op::Free { pick } => {
-                    if model.is_empty() {
+                    let Some(b) = take_pick(&mut model, pick) else {
                         continue;
-                    }
-                    let key = *model.keys().nth(pick % model.len()).unwrap();
-                    let b = model.remove(&key).unwrap();
+                    };
                     pool.deallocate(&b).map_err(|e| TestCaseError::fail(format!("free: {e}")))?;
                     prop_assert!(pool.deallocate(&b).is_err(), "double free caught");
                 }

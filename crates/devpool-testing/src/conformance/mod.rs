@@ -58,6 +58,40 @@ pub fn overlaps(a: &Block, b: &Block) -> bool {
     a.ptr.0 < end(b) && b.ptr.0 < end(a)
 }
 
+/// Take the live block `pick` chooses (modulo how many there are) out of a model
+/// keyed by address; `None` when the model is empty.
+///
+/// ```
+/// use devpool_core::{Block, DeviceId, DevicePtr, StreamId};
+/// use devpool_testing::conformance::take_pick;
+/// use std::collections::BTreeMap;
+/// let at = |ptr: u64| Block {
+///     ptr: DevicePtr(ptr), size: 16, requested: 16, stream: StreamId::DEFAULT,
+///     device: DeviceId(0), handle: 0,
+/// };
+/// let mut model: BTreeMap<u64, Block> = [(0x100, at(0x100)), (0x200, at(0x200))].into();
+/// assert_eq!(take_pick(&mut model, 3).unwrap().ptr.0, 0x200);
+/// assert_eq!(take_pick(&mut model, 3).unwrap().ptr.0, 0x100);
+/// assert!(take_pick(&mut model, 3).is_none());
+/// ```
+pub fn take_pick(model: &mut std::collections::BTreeMap<u64, Block>, pick: usize) -> Option<Block> {
+    let key = *model.keys().nth(pick % model.len().max(1))?;
+    model.remove(&key)
+}
+
+/// A block of a model keyed by address (whose blocks are apart) that `b` would
+/// overlap: its neighbour below or above, by granted size.
+pub fn overlapping_neighbour<'m>(
+    model: &'m std::collections::BTreeMap<u64, Block>,
+    b: &Block,
+) -> Option<&'m Block> {
+    let below = model.range(..=b.ptr.0).next_back().map(|(_, p)| p);
+    let above = model.range(b.ptr.0..).next().map(|(_, n)| n);
+    below
+        .filter(|p| p.ptr.0 + p.size as u64 > b.ptr.0)
+        .or(above.filter(|n| b.ptr.0 + b.size as u64 > n.ptr.0))
+}
+
 /// Panic unless `got` shares no byte with `pending`, a block whose free has not
 /// completed yet; `what` says why it must not.
 pub fn assert_apart(got: &Block, pending: &Block, what: &str) {

@@ -117,11 +117,10 @@ pub fn model_test(make: Make, max: usize, cases: u32) {
                         allocs += 1;
                     }
                     Op::Free { pick, other_stream } => {
-                        if model.is_empty() {
+                        let Some(b) = super::take_pick(&mut model, pick) else {
                             continue;
-                        }
-                        let key = *model.keys().nth(pick % model.len()).unwrap();
-                        let b = model.remove(&key).unwrap();
+                        };
+                        let key = b.ptr.0;
                         let s = if other_stream {
                             st[index(b.stream) + 1]
                         } else {
