@@ -162,6 +162,9 @@ struct State {
     next_chunk: u64,
     streams: HashMap<u64, StreamState>,
     next_stream: u64,
+    /// Streams made by `create_stream` and destroyed since: recording on one fails,
+    /// as the driver refuses a destroyed stream.
+    destroyed: std::collections::HashSet<u64>,
     /// Mapped pages that work queued on a stream writes: page -> (stream, sequence
     /// number of that work). The work may still touch the page until the stream's
     /// completed count reaches the number.
@@ -233,6 +236,7 @@ impl MockBackend {
             next_chunk: 1,
             streams: HashMap::new(),
             next_stream: 1,
+            destroyed: Default::default(),
             busy: HashMap::new(),
             busy_unmaps: 0,
             events: HashMap::new(),
@@ -896,6 +900,7 @@ impl Backend for MockBackend {
         if stream == StreamId::DEFAULT || s.streams.remove(&stream.raw()).is_none() {
             return Err(self.invalid("destroy_stream", format!("{stream:?} was not created")));
         }
+        s.destroyed.insert(stream.raw());
         Ok(())
     }
 
@@ -931,6 +936,9 @@ impl Backend for MockBackend {
     fn record_event(&self, event: EventId, stream: StreamId) -> BackendResult<()> {
         BackendCounterCell::bump(&self.counters.event_records);
         let mut s = self.state.lock();
+        if s.destroyed.contains(&stream.raw()) {
+            return Err(self.invalid("record_event", format!("{stream:?} was destroyed")));
+        }
         let st = s.streams.entry(stream.raw()).or_default();
         st.submitted += 1;
         let seq = st.submitted;

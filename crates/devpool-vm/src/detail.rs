@@ -40,8 +40,12 @@ pub struct VmDetail {
     pub move_calls: u64,
     /// Events recorded before unmapping.
     pub events_recorded: u64,
-    /// Times the layer waited for an event (trim, out of memory).
+    /// Times the layer waited for an event (trim, out of memory), or for the whole
+    /// device (a stream refused an event).
     pub event_waits: u64,
+    /// Streams forgotten because they refused an event (the program destroyed them
+    /// after freeing blocks on them); each cost one wait for the whole device.
+    pub streams_dropped: u64,
     /// Host bytes of the layer's own bookkeeping.
     pub metadata_bytes: usize,
 }
@@ -111,6 +115,7 @@ impl PageLayer {
             move_calls: self.calls.moves,
             events_recorded: self.calls.events,
             event_waits: self.calls.waits,
+            streams_dropped: self.calls.streams_dropped,
             metadata_bytes,
         }
     }

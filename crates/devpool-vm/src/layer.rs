@@ -46,6 +46,7 @@ pub(crate) struct Calls {
     pub unreserves: u64,
     pub events: u64,
     pub waits: u64,
+    pub streams_dropped: u64,
 }
 
 /// Range `r` of `ranges`, which the caller checked.

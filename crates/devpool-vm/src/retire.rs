@@ -127,9 +127,17 @@ impl PageLayer {
     }
 
     /// One event recorded now on each stream that released blocks here.
+    ///
+    /// A stream the program destroyed after freeing blocks on it (a CuPy stream
+    /// collected, a C program's `cudaStreamDestroy`) refuses events. Then the layer
+    /// waits once for the whole device, after which no work queued on that stream
+    /// can touch a page, and forgets the stream (a later free on it adds it again);
+    /// the other streams get their events. Without that, every later event, and so
+    /// every unmap and trim, would fail for the rest of the run.
     fn record_events(&mut self) -> Result<Vec<EventId>> {
         let mut events = Vec::with_capacity(self.streams.len());
-        for i in 0..self.streams.len() {
+        let mut i = 0;
+        while i < self.streams.len() {
             let e = match self.retire.spare.pop() {
                 Some(e) => e,
                 None => match self.backend.create_event() {
@@ -142,11 +150,18 @@ impl PageLayer {
             };
             if let Err(err) = self.backend.record_event(e, self.streams[i]) {
                 self.retire.spare.push(e);
+                if self.backend.synchronize_device().is_ok() {
+                    self.calls.waits += 1;
+                    self.calls.streams_dropped += 1;
+                    self.streams.remove(i);
+                    continue;
+                }
                 self.retire.spare.extend(events);
                 return Err(err.into());
             }
             self.calls.events += 1;
             events.push(e);
+            i += 1;
         }
         Ok(events)
     }

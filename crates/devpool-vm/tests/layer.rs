@@ -326,3 +326,48 @@ fn dropping_the_layer_gives_everything_back() {
     );
     assert_eq!(mock.live_events(), 0);
 }
+
+#[test]
+fn a_stream_destroyed_after_its_frees_does_not_stop_unmapping() {
+    let mock = MockBackend::shared_with(MockConfig::default().manual_events());
+    let (mut vm, r, page) = layer(
+        &mock,
+        VmConfig::default().cache(0, 0.0).map_batch_pages(1),
+        64,
+    );
+    let b = vm.base(r);
+    let room = (b, b + 64 * page);
+    let side = mock.create_stream().unwrap();
+    let (x, y) = ((b, b + 4 * page), (b + 8 * page, b + 12 * page));
+    vm.acquire(r, x, room).unwrap();
+    vm.acquire(r, y, room).unwrap();
+    vm.release(r, x, side);
+    // The program destroys its stream (its work is done or not: the layer cannot
+    // ask it any more), and frees another block on the default stream.
+    mock.destroy_stream(side).unwrap();
+    vm.release(r, y, S);
+    assert!(
+        mock.record_event(mock.create_event().unwrap(), side)
+            .is_err(),
+        "the mock refuses a destroyed stream, as the driver does"
+    );
+    // Trim gives everything back: the layer waited for the device once and forgot
+    // the stream.
+    assert_eq!(vm.trim().unwrap(), 8 * page as usize);
+    assert_eq!(held(&mock), 0);
+    assert_eq!(vm.detail().streams_dropped, 1);
+    // Later frees on the default stream still unmap in stream order, with no more
+    // waits for the device.
+    vm.acquire(r, x, room).unwrap();
+    vm.release(r, x, S);
+    vm.trim_nowait().unwrap();
+    assert_eq!(
+        vm.detail().retiring_pages,
+        4,
+        "behind the default stream's event"
+    );
+    mock.complete_stream(S);
+    vm.poll_retiring().unwrap();
+    assert_eq!(held(&mock), 0);
+    assert_eq!(vm.detail().streams_dropped, 1);
+}
