@@ -194,29 +194,11 @@ impl<P: Pool> StreamOrdered<P> {
         let mut released = Vec::new();
         let mut first_err = None;
         while let Some(front) = q.queue.front() {
-            let mut done = true;
-            for &e in &front.events {
-                let ok = if wait {
-                    self.backend.wait_event(e).map(|_| true)
-                } else {
-                    self.backend.event_done(e)
-                };
-                match ok {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        done = false;
-                        break;
-                    }
-                    Err(err) => {
-                        // A broken event must not strand the block forever: treat it
-                        // as done only when waiting, and report the error.
-                        first_err.get_or_insert(Error::from(err));
-                        done = wait;
-                        break;
-                    }
-                }
+            let passed = crate::events_passed(&*self.backend, &front.events, wait);
+            if let Some(err) = passed.error {
+                first_err.get_or_insert(Error::from(err));
             }
-            if !done {
+            if !passed.done {
                 break;
             }
             let p = q.queue.pop_front().expect("front exists");

@@ -242,35 +242,13 @@ impl PageLayer {
                     }
                 }
             }
-            let events = self
-                .retire
-                .get(q)
-                .front()
-                .expect("front exists")
-                .events
-                .clone();
-            let mut done = true;
-            for e in events {
-                let ok = if wait {
-                    self.calls.waits += 1;
-                    self.backend.wait_event(e).map(|_| true)
-                } else {
-                    self.backend.event_done(e)
-                };
-                match ok {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        done = false;
-                        break;
-                    }
-                    Err(err) => {
-                        first_err.get_or_insert(err.into());
-                        done = wait;
-                        break;
-                    }
-                }
+            let front = self.retire.get(q).front().expect("front exists");
+            let passed = devpool_core::events_passed(&*self.backend, &front.events, wait);
+            self.calls.waits += passed.waited as u64;
+            if let Some(err) = passed.error {
+                first_err.get_or_insert(err.into());
             }
-            if !done {
+            if !passed.done {
                 break;
             }
             let mut p = self.retire.get(q).pop_front().expect("front exists");
