@@ -203,7 +203,10 @@ impl CachePolicy {
         self.moved_now += bytes;
         if self.moved_before > 0 {
             let cap = (self.peak() as f64 * self.move_slack_max) as u64;
-            self.move_slack = (self.move_slack + bytes).min(cap.max(self.move_slack));
+            self.move_slack = self
+                .move_slack
+                .saturating_add(bytes)
+                .min(cap.max(self.move_slack));
         }
     }
 
