@@ -151,6 +151,18 @@ pub fn assert_empty(a: &dyn Allocator, mock: &MockBackend) {
     );
 }
 
+/// Frees every block of `blocks`, then checks as [`assert_empty`] does.
+pub fn free_all_then_empty(
+    a: &dyn Allocator,
+    mock: &MockBackend,
+    blocks: impl IntoIterator<Item = Block>,
+) {
+    for b in blocks {
+        a.free(b).unwrap();
+    }
+    assert_empty(a, mock);
+}
+
 /// Generate one `#[test]` per conformance case for the allocator built by `$make`, a
 /// closure `|mock: Arc<MockBackend>| -> impl Allocator`. With `max_size = N`, every
 /// case keeps its requests at or below `N` bytes (for allocators with a size limit).
