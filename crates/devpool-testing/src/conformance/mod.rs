@@ -22,11 +22,13 @@ use devpool_core::{Allocator, Backend, Block};
 use std::sync::Arc;
 
 mod cases;
+mod handoff;
 mod model;
 mod tags;
 
 pub use cases::*;
 pub use devpool_core::Rng;
+pub use handoff::{alloc_tagged, Handoff};
 pub use model::model_test;
 pub use tags::{assert_tag, fill, free_tagged, tag_of};
 
