@@ -94,6 +94,18 @@ pub fn overlapping_neighbour<'m>(
         .or(above.filter(|n| b.ptr.0 + b.size as u64 > n.ptr.0))
 }
 
+/// Adds `b` to a model keyed by address, failing the proptest case if it overlaps a
+/// block already there.
+pub fn insert_apart(
+    model: &mut std::collections::BTreeMap<u64, Block>,
+    b: Block,
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    let o = overlapping_neighbour(model, &b);
+    proptest::prop_assert!(o.is_none(), "overlap {b:?} {o:?}");
+    model.insert(b.ptr.0, b);
+    Ok(())
+}
+
 /// Panic unless `got` shares no byte with `pending`, a block whose free has not
 /// completed yet; `what` says why it must not.
 pub fn assert_apart(got: &Block, pending: &Block, what: &str) {
