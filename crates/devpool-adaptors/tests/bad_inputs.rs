@@ -7,7 +7,7 @@ use devpool_core::{
     direct, Allocator, Backend, Block, DeviceId, DevicePtr, DirectPool, Error, Request, StreamId,
     StreamOrdered,
 };
-use devpool_testing::conformance::{assert_empty, check_blocks};
+use devpool_testing::conformance::{assert_empty, check_blocks, free_all_then_empty};
 use devpool_testing::{MockBackend, MockConfig};
 use std::sync::Arc;
 
@@ -36,26 +36,42 @@ fn is_not_owned_or_double(e: &Error) -> bool {
     matches!(e, Error::NotOwned { .. } | Error::DoubleFree { .. })
 }
 
-/// Row: zero size. A real, aligned, distinct block that frees normally.
-pub fn zero_size(make: &Make) {
+/// A fresh mock and the allocator `make` builds over it.
+fn fresh(make: &Make) -> (Arc<MockBackend>, Box<dyn Allocator>) {
     let mock = MockBackend::shared();
     let a = make(mock.clone());
+    (mock, a)
+}
+
+/// An allocator over a mock with manual events, and a block of 4 KiB allocated on
+/// stream 1 and freed on stream 2, so that its free waits for stream 2's work.
+fn pending_cross_stream_free(
+    make: &Make,
+) -> (Arc<MockBackend>, Box<dyn Allocator>, [StreamId; 2], Block) {
+    let mock = MockBackend::shared_with(MockConfig::default().manual_events());
+    let a = make(mock.clone());
+    let (s1, s2) = (MockBackend::stream(1), MockBackend::stream(2));
+    let b = a.allocate(Request::new(4096).on_stream(s1)).unwrap();
+    a.deallocate(b, s2)
+        .expect("a free on another stream is valid");
+    (mock, a, [s1, s2], b)
+}
+
+/// Row: zero size. A real, aligned, distinct block that frees normally.
+pub fn zero_size(make: &Make) {
+    let (mock, a) = fresh(make);
     let blocks: Vec<Block> = (0..3).map(|_| a.alloc(0).expect("zero is valid")).collect();
     check_blocks(&blocks);
     assert!(blocks.iter().all(|b| b.size >= 1 && b.requested == 0));
     assert_eq!(a.stats().live_bytes.current, 0);
     assert_eq!(a.stats().live_blocks.current, 3);
-    for b in blocks {
-        a.free(b).unwrap();
-    }
-    assert_empty(&*a, &mock);
+    free_all_then_empty(&*a, &mock, blocks);
 }
 
 /// Row: huge size (1 PiB, more than the device). Out of memory after the retry,
 /// counted as a failure; the allocator still works.
 pub fn huge_size(make: &Make) {
-    let mock = MockBackend::shared();
-    let a = make(mock.clone());
+    let (mock, a) = fresh(make);
     let e = a.alloc(1 << 50).expect_err("1 PiB");
     assert!(e.is_oom() || matches!(e, Error::TooLarge { .. }), "{e}");
     if let Error::OutOfMemory(info) = &e {
@@ -70,8 +86,7 @@ pub fn huge_size(make: &Make) {
 
 /// Row: size overflow (sizes whose rounding overflows). An error, never a panic.
 pub fn size_overflow(make: &Make) {
-    let mock = MockBackend::shared();
-    let a = make(mock.clone());
+    let (mock, a) = fresh(make);
     for size in [usize::MAX, usize::MAX - 255, usize::MAX / 2 + 1] {
         let e = a.alloc(size).expect_err("cannot be served");
         assert!(
@@ -95,8 +110,7 @@ pub fn size_overflow(make: &Make) {
 
 /// Row: alignment not a power of two. `InvalidAlignment` with the value asked for.
 pub fn alignment_not_power_of_two(make: &Make) {
-    let mock = MockBackend::shared();
-    let a = make(mock.clone());
+    let (mock, a) = fresh(make);
     for align in [0usize, 3, 1000, 768, usize::MAX] {
         match a.allocate(Request::new(64).with_align(align)) {
             Err(Error::InvalidAlignment { align: got }) => assert_eq!(got, align),
@@ -109,8 +123,7 @@ pub fn alignment_not_power_of_two(make: &Make) {
 /// Row: alignment larger than supported. `InvalidAlignment`, never a block that is
 /// not aligned.
 pub fn alignment_too_large(make: &Make) {
-    let mock = MockBackend::shared();
-    let a = make(mock.clone());
+    let (mock, a) = fresh(make);
     for align in [1usize << 40, 1 << 62, 1 << 63] {
         match a.allocate(Request::new(64).with_align(align)) {
             Err(Error::InvalidAlignment { .. } | Error::TooLarge { .. }) => {}
@@ -125,8 +138,7 @@ pub fn alignment_too_large(make: &Make) {
 /// Rows: foreign pointer, pointer inside a block, forged size. `NotOwned`, changing
 /// nothing.
 pub fn forged_blocks(make: &Make) {
-    let mock = MockBackend::shared();
-    let a = make(mock.clone());
+    let (mock, a) = fresh(make);
     let x = a.alloc(100_000).unwrap();
     let y = a.alloc(3000).unwrap();
     let z = a
@@ -185,8 +197,7 @@ pub fn forged_blocks(make: &Make) {
 /// Row: stale block after its address was handed out again. Refused, unless the new
 /// block is identical in every field (then no allocator can tell them apart).
 pub fn stale_block_after_reuse(make: &Make) {
-    let mock = MockBackend::shared();
-    let a = make(mock.clone());
+    let (mock, a) = fresh(make);
     let mut stale = Vec::new();
     for size in [256usize, 4096, 100_000] {
         let x = a.alloc(size).unwrap();
@@ -211,8 +222,7 @@ pub fn stale_block_after_reuse(make: &Make) {
 /// Row: forged handle. Refused without change, or (by a pool that does not need
 /// the handle) accepted as the real block: never another block freed.
 pub fn forged_handle(make: &Make) {
-    let mock = MockBackend::shared();
-    let a = make(mock.clone());
+    let (mock, a) = fresh(make);
     let x = a.alloc(100_000).unwrap();
     let y = a.alloc(3000).unwrap();
     let before = a.stats();
@@ -298,8 +308,7 @@ pub fn forged_requested(make: &Make, trusted: usize) {
 
 /// Row: double free. `DoubleFree` or `NotOwned`, changing nothing.
 pub fn double_free(make: &Make) {
-    let mock = MockBackend::shared();
-    let a = make(mock.clone());
+    let (mock, a) = fresh(make);
     let keep = a.alloc(512).unwrap();
     let b = a.alloc(70_000).unwrap();
     a.free(b).unwrap();
@@ -315,14 +324,7 @@ pub fn double_free(make: &Make) {
 
 /// Row: double free while a cross-stream free is pending. `DoubleFree`.
 pub fn double_free_while_pending(make: &Make) {
-    let mock = MockBackend::shared_with(MockConfig::default().manual_events());
-    let a = make(mock.clone());
-    let (s1, s2) = (
-        devpool_testing::MockBackend::stream(1),
-        devpool_testing::MockBackend::stream(2),
-    );
-    let b = a.allocate(Request::new(4096).on_stream(s1)).unwrap();
-    a.deallocate(b, s2).unwrap();
+    let (mock, a, [s1, s2], b) = pending_cross_stream_free(make);
     for free_on in [s1, s2] {
         let e = a.deallocate(b, free_on).expect_err("pending");
         assert!(is_not_owned_or_double(&e), "{e}");
@@ -367,15 +369,7 @@ pub fn wrong_device(make: &Make) {
 /// Row: free on another stream. Accepted; the memory is reused by no stream until
 /// the work queued on the freeing stream has completed.
 pub fn free_on_another_stream(make: &Make) {
-    let mock = MockBackend::shared_with(MockConfig::default().manual_events());
-    let a = make(mock.clone());
-    let (s1, s2) = (
-        devpool_testing::MockBackend::stream(1),
-        devpool_testing::MockBackend::stream(2),
-    );
-    let b = a.allocate(Request::new(4096).on_stream(s1)).unwrap();
-    a.deallocate(b, s2)
-        .expect("a free on another stream is valid");
+    let (mock, a, [s1, s2], b) = pending_cross_stream_free(make);
     // Blocks are held until the checks are done: a backend free waits for the device
     // (as cuMemFree does), which would complete the pending work legitimately.
     let mut held = Vec::new();
@@ -422,8 +416,7 @@ pub fn after_drop(make: &Make) {
 /// never a panic, and the streams already served keep working. The reserved handle
 /// `u64::MAX` is `Unsupported`.
 pub fn too_many_streams(make: &Make) {
-    let mock = MockBackend::shared();
-    let a = make(mock.clone());
+    let (mock, a) = fresh(make);
     let mut blocks = Vec::new();
     let (mut limited, mut oom) = (0, 0);
     for s in 1..=2048u64 {
@@ -460,16 +453,12 @@ pub fn too_many_streams(make: &Make) {
         ..blocks[0]
     };
     assert!(matches!(a.free(stranger), Err(Error::NotOwned { .. })));
-    for b in blocks {
-        a.free(b).unwrap();
-    }
-    assert_empty(&*a, &mock);
+    free_all_then_empty(&*a, &mock, blocks);
 }
 
 /// Row: record_stream of a block that is not live. `NotOwned`.
 pub fn record_stream_of_dead_block(make: &Make) {
-    let mock = MockBackend::shared();
-    let a = make(mock.clone());
+    let (mock, a) = fresh(make);
     let b = a.alloc(4096).unwrap();
     a.free(b).unwrap();
     let e = a
@@ -486,6 +475,14 @@ pub fn record_stream_of_dead_block(make: &Make) {
     assert_empty(&*a, &mock);
 }
 
+/// The allocator `make` builds over `mock`, boxed.
+fn boxed<A: Allocator + 'static>(
+    mock: Arc<MockBackend>,
+    make: impl FnOnce(Arc<MockBackend>) -> A,
+) -> Box<dyn Allocator> {
+    Box::new(make(mock))
+}
+
 /// One `#[test]` per row for the allocator built by `$make`; `trusts_requested = N`
 /// marks allocators that count the requested size a free is given, for blocks of up
 /// to `N` bytes (the slab).
@@ -498,8 +495,7 @@ macro_rules! bad_input_suite {
             #[allow(unused_imports)]
             use super::*;
             fn make(mock: Arc<MockBackend>) -> Box<dyn Allocator> {
-                let f = $make;
-                Box::new(f(mock))
+                boxed(mock, $make)
             }
             #[test]
             fn zero_size() {

@@ -50,12 +50,58 @@ fn csv(rows: &[(&str, u64, usize)]) -> Vec<u8> {
     s.into_bytes()
 }
 
+/// A trace of one block of `size` bytes, allocated and freed, written as `name`.
+fn one_block(dir: &Scratch, name: &str, size: usize) -> PathBuf {
+    dir.file(
+        name,
+        &csv(&[("allocate", 0x1000, size), ("free", 0x1000, size)]),
+    )
+}
+
+/// A trace of `n` blocks of `size` bytes, all allocated and none freed, as `name`.
+fn never_freed(dir: &Scratch, name: &str, n: u64, size: usize) -> PathBuf {
+    let rows: Vec<(&str, u64, usize)> = (0..n)
+        .map(|i| ("allocate", 0x1000 * (i + 1), size))
+        .collect();
+    dir.file(name, &csv(&rows))
+}
+
+/// `devpool replay` of `trace` with `strategy`.
+fn replay(trace: &Path, strategy: &str) -> Output {
+    devpool(&["replay", s(trace), "--strategy", strategy])
+}
+
+/// `devpool replay` with `direct` of a trace file `name` holding `data`, in a
+/// scratch folder tagged `tag`.
+fn replay_bytes(tag: &str, name: &str, data: &[u8]) -> Output {
+    let dir = Scratch::new(tag);
+    replay(&dir.file(name, data), "direct")
+}
+
+/// The arguments of `devpool compare` of `traces` with `strategies`, plots in `plots`.
+fn compare_args<'a>(traces: &[&'a Path], strategies: &'a str, plots: &'a Path) -> Vec<&'a str> {
+    let mut args = vec!["compare"];
+    args.extend(traces.iter().map(|p| s(p)));
+    args.extend(["--strategies", strategies, "--plots", s(plots)]);
+    args
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
+}
+
+/// A clean failure whose message is short: a long input is not echoed whole.
+fn short_failure(out: &Output, code: i32, says: &str) {
+    clean_failure(out, code, says);
+    assert!(
+        out.stderr.len() < 1000,
+        "{} bytes of message",
+        out.stderr.len()
+    );
 }
 
 fn clean_failure(out: &Output, code: i32, says: &str) {
@@ -70,14 +116,10 @@ fn clean_failure(out: &Output, code: i32, says: &str) {
 
 #[test]
 fn a_deeply_nested_pickle_is_a_clear_error() {
-    let dir = Scratch::new("deep");
+    // Protocol 2, then 150,000 empty lists each appended to the one before.
     let n = 150_000;
-    let mut data = vec![0x80, 0x02];
-    data.extend(std::iter::repeat_n(b']', n));
-    data.extend(std::iter::repeat_n(b'a', n - 1));
-    data.push(b'.');
-    let p = dir.file("deep.pickle", &data);
-    let out = devpool(&["replay", s(&p), "--strategy", "direct"]);
+    let data = [&[0x80, 0x02][..], &vec![b']'; n], &vec![b'a'; n - 1], b"."].concat();
+    let out = replay_bytes("deep", "deep.pickle", &data);
     clean_failure(&out, 1, "150000 levels deep");
 }
 
@@ -97,27 +139,15 @@ fn inconsistent_traces_are_reported_with_counts_and_status_2() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["missing_frees"], 1, "the JSON says the same: {v}");
 
-    let frees = dir.file(
-        "frees.csv",
-        &csv(&[
-            ("allocate", 0x1000, 4096),
-            ("free", 0x1000, 4096),
-            ("free", 0x1000, 4096),
-            ("free", 0x9000, 16),
-        ]),
-    );
-    let out = devpool(&["replay", s(&frees), "--strategy", "hybrid"]);
+    // A block freed twice, then a free of an address never allocated.
+    let mut rows = vec![("allocate", 0x1000, 4096), ("free", 0x1000, 4096)];
+    rows.extend([("free", 0x1000, 4096), ("free", 0x9000, 16)]);
+    let frees = dir.file("frees.csv", &csv(&rows));
+    let out = replay(&frees, "hybrid");
     clean_failure(&out, 2, "1 double frees");
     assert!(text(&out.stderr).contains("1 frees of addresses the trace never allocated"));
     assert!(text(&out.stdout).contains("1 double frees, 1 frees of unknown addresses"));
-    let out = devpool(&[
-        "compare",
-        s(&frees),
-        "--strategies",
-        "direct,slab",
-        "--plots",
-        s(&dir.0),
-    ]);
+    let out = devpool(&compare_args(&[&frees], "direct,slab", &dir.0));
     clean_failure(&out, 2, "1 double frees");
     assert_eq!(
         text(&out.stderr).matches("warning").count(),
@@ -126,11 +156,8 @@ fn inconsistent_traces_are_reported_with_counts_and_status_2() {
     );
 
     // A clean trace: no warning, status 0.
-    let clean = dir.file(
-        "clean.csv",
-        &csv(&[("allocate", 0x1000, 4096), ("free", 0x1000, 4096)]),
-    );
-    let out = devpool(&["replay", s(&clean), "--strategy", "direct"]);
+    let clean = one_block(&dir, "clean.csv", 4096);
+    let out = replay(&clean, "direct");
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(!text(&out.stderr).contains("warning"));
 }
@@ -140,21 +167,14 @@ fn empty_traces_are_errors_not_a_ratio_of_zero() {
     let dir = Scratch::new("empty");
     for (name, content) in [("empty.csv", &b""[..]), ("header.csv", HEADER.as_bytes())] {
         let p = dir.file(name, content);
-        let out = devpool(&["replay", s(&p), "--strategy", "direct"]);
+        let out = replay(&p, "direct");
         clean_failure(&out, 1, "no allocation");
         assert!(
             !text(&out.stdout).contains("0.000"),
             "{}",
             text(&out.stdout)
         );
-        let out = devpool(&[
-            "compare",
-            s(&p),
-            "--strategies",
-            "direct",
-            "--plots",
-            s(&dir.0),
-        ]);
+        let out = devpool(&compare_args(&[&p], "direct", &dir.0));
         clean_failure(&out, 1, "no allocation");
     }
 }
@@ -163,18 +183,8 @@ fn empty_traces_are_errors_not_a_ratio_of_zero() {
 fn failed_strategies_are_marked_not_given_a_ratio_as_if_they_ran() {
     let dir = Scratch::new("failed");
     // Far more than the mock's 141 GiB live at once: nothing can serve it all.
-    let rows: Vec<(&str, u64, usize)> = (0..6u64)
-        .map(|i| ("allocate", 0x1000 * (i + 1), 40usize << 30))
-        .collect();
-    let p = dir.file("huge.csv", &csv(&rows));
-    let out = devpool(&[
-        "compare",
-        s(&p),
-        "--strategies",
-        "direct",
-        "--plots",
-        s(&dir.0),
-    ]);
+    let p = never_freed(&dir, "huge.csv", 6, 40 << 30);
+    let out = devpool(&compare_args(&[&p], "direct", &dir.0));
     assert!(out.status.success(), "{}", text(&out.stderr));
     let t = text(&out.stdout);
     assert!(t.contains("* allocations failed"), "{t}");
@@ -188,10 +198,7 @@ fn failed_strategies_are_marked_not_given_a_ratio_as_if_they_ran() {
 #[test]
 fn bad_settings_are_refused_before_any_work() {
     let dir = Scratch::new("settings");
-    let p = dir.file(
-        "t.csv",
-        &csv(&[("allocate", 0x1000, 4096), ("free", 0x1000, 4096)]),
-    );
+    let p = one_block(&dir, "t.csv", 4096);
     let out = devpool(&["replay", s(&p), "--device", "99"]);
     clean_failure(&out, 1, "--device 99");
     let out = devpool(&["info", "--device", "3"]);
@@ -206,53 +213,26 @@ fn bad_settings_are_refused_before_any_work() {
     assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
     let long = "x".repeat(100_000);
     let out = devpool(&["replay", s(&p), "--strategy", &long]);
-    clean_failure(&out, 1, "unknown strategy");
-    assert!(
-        out.stderr.len() < 1000,
-        "{} bytes of message",
-        out.stderr.len()
-    );
+    short_failure(&out, 1, "unknown strategy");
 }
 
 #[test]
 fn a_huge_field_is_not_echoed_whole() {
-    let dir = Scratch::new("field");
-    let mut data = HEADER.as_bytes().to_vec();
-    data.extend(b"0,00:00:01.0,allocate,0x10,");
-    data.extend(std::iter::repeat_n(b'9', 5 << 20));
-    data.extend(b",0x0\n");
-    let p = dir.file("wide.csv", &data);
-    let out = devpool(&["replay", s(&p), "--strategy", "direct"]);
-    clean_failure(&out, 1, "bad size");
-    assert!(
-        out.stderr.len() < 1000,
-        "{} bytes of message",
-        out.stderr.len()
-    );
+    let size = vec![b'9'; 5 << 20];
+    let row = [&b"0,00:00:01.0,allocate,0x10,"[..], &size, b",0x0\n"].concat();
+    let out = replay_bytes("field", "wide.csv", &[HEADER.as_bytes(), &row].concat());
+    short_failure(&out, 1, "bad size");
 }
 
 #[test]
 fn traces_with_the_same_name_keep_their_own_rows_and_plots() {
     let dir = Scratch::new("names");
-    let a = dir.file(
-        "a/run.csv",
-        &csv(&[("allocate", 0x1000, 4096), ("free", 0x1000, 4096)]),
-    );
-    let b = dir.file(
-        "b/run.csv",
-        &csv(&[("allocate", 0x1000, 1 << 20), ("free", 0x1000, 1 << 20)]),
-    );
+    let a = one_block(&dir, "a/run.csv", 4096);
+    let b = one_block(&dir, "b/run.csv", 1 << 20);
     let plots = dir.0.join("plots");
-    let out = devpool(&[
-        "compare",
-        s(&a),
-        s(&b),
-        "--strategies",
-        "direct",
-        "--plots",
-        s(&plots),
-        "--json",
-    ]);
+    let mut args = compare_args(&[&a, &b], "direct", &plots);
+    args.push("--json");
+    let out = devpool(&args);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let names: Vec<&str> = v
@@ -275,20 +255,10 @@ fn a_closed_pipe_ends_the_command_quietly() {
     // Enough output (a timeline of 2000 points) that the writer is still writing
     // when the reader goes away.
     let dir = Scratch::new("pipe");
-    let rows: Vec<(&str, u64, usize)> = (0..3000u64)
-        .map(|i| ("allocate", 0x1000 * (i + 1), 4096))
-        .collect();
-    let p = dir.file("many.csv", &csv(&rows));
+    let p = never_freed(&dir, "many.csv", 3000, 4096);
     let mut child = Command::new(env!("CARGO_BIN_EXE_devpool"))
-        .args([
-            "compare",
-            s(&p),
-            "--json",
-            "--strategies",
-            "direct",
-            "--plots",
-            s(&dir.0),
-        ])
+        .args(compare_args(&[&p], "direct", &dir.0))
+        .arg("--json")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

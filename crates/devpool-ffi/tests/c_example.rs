@@ -4,6 +4,9 @@
 //! pointer is checked under valgrind. Skipped, with a message, where there is no
 //! compiler (or no valgrind).
 
+mod common;
+
+use common::shared_library;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -13,16 +16,6 @@ fn root() -> PathBuf {
 
 fn include_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("include")
-}
-
-/// The shared library that `cargo test` built beside this test binary.
-fn shared_library() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let deps = exe.parent()?;
-    [deps.to_path_buf(), deps.parent()?.to_path_buf()]
-        .into_iter()
-        .map(|d| d.join("libdevpool_ffi.so"))
-        .find(|p| p.exists())
 }
 
 fn works(cmd: &str) -> bool {
@@ -40,6 +33,20 @@ fn c_compiler() -> Option<String> {
         .into_iter()
         .chain(["cc".to_string()])
         .find(|c| works(c))
+}
+
+/// The C compiler and the shared library, or `None` (with a message) where either
+/// is missing.
+fn toolchain() -> Option<(String, PathBuf)> {
+    let Some(cc) = c_compiler() else {
+        eprintln!("skipped: no C compiler (set CC, or install cc)");
+        return None;
+    };
+    let Some(lib) = shared_library() else {
+        eprintln!("skipped: no libdevpool_ffi.so beside the test binary");
+        return None;
+    };
+    Some((cc, lib))
 }
 
 /// A scratch directory of this test run, removed when dropped.
@@ -61,35 +68,13 @@ impl Drop for Scratch {
 
 #[test]
 fn the_c_example_builds_and_passes_with_every_strategy() {
-    let Some(cc) = c_compiler() else {
-        eprintln!("skipped: no C compiler (set CC, or install cc)");
+    let Some((cc, lib)) = toolchain() else {
         return;
     };
-    let Some(lib) = shared_library() else {
-        eprintln!("skipped: no libdevpool_ffi.so beside the test binary");
-        return;
-    };
-    let lib_dir = lib.parent().unwrap();
     let scratch = Scratch::new("c-example");
     let exe = scratch.0.join("devpool_example");
-    let out = Command::new(&cc)
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1"])
-        .arg("-I")
-        .arg(include_dir())
-        .arg(root().join("examples/c/devpool_example.c"))
-        .arg("-o")
-        .arg(&exe)
-        .arg("-L")
-        .arg(lib_dir)
-        .arg("-ldevpool_ffi")
-        .arg(format!("-Wl,-rpath,{}", lib_dir.display()))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{cc} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let example = root().join("examples/c/devpool_example.c");
+    compile(&cc, &lib, &example, &exe, &["-O1"]);
     // The example allocates up to 64 MiB: every listed strategy serves that (the
     // fixed-size pool, unlisted, refuses what its one block size does not hold).
     for s in devpool::STRATEGIES.iter().filter(|s| s.listed) {
@@ -153,14 +138,23 @@ fn the_header_compiles_as_strict_c_and_as_cpp() {
 /// Build the C program `tests/c/NAME.c` against the header and the library.
 fn build_c(cc: &str, lib: &Path, scratch: &Scratch, name: &str) -> PathBuf {
     let exe = scratch.0.join(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    compile(cc, lib, &src, &exe, &["-g", "-O0"]);
+    exe
+}
+
+/// Compile `src` as strict C11 into `exe`, linked against the library `lib`, with
+/// the optimisation flags `opt`; the compiler must succeed.
+fn compile(cc: &str, lib: &Path, src: &Path, exe: &Path, opt: &[&str]) {
     let lib_dir = lib.parent().unwrap();
     let out = Command::new(cc)
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-g", "-O0"])
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror"])
+        .args(opt)
         .arg("-I")
         .arg(include_dir())
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c")))
+        .arg(src)
         .arg("-o")
-        .arg(&exe)
+        .arg(exe)
         .arg("-L")
         .arg(lib_dir)
         .arg("-ldevpool_ffi")
@@ -172,17 +166,11 @@ fn build_c(cc: &str, lib: &Path, scratch: &Scratch, name: &str) -> PathBuf {
         "{cc} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    exe
 }
 
 #[test]
 fn last_error_stays_valid_across_later_failures_under_valgrind() {
-    let Some(cc) = c_compiler() else {
-        eprintln!("skipped: no C compiler (set CC, or install cc)");
-        return;
-    };
-    let Some(lib) = shared_library() else {
-        eprintln!("skipped: no libdevpool_ffi.so beside the test binary");
+    let Some((cc, lib)) = toolchain() else {
         return;
     };
     if !works("valgrind") {

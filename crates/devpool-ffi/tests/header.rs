@@ -2,6 +2,9 @@
 //! same signatures as the `extern "C"` functions of the source, the same symbols as
 //! the built shared library exports (when `nm` is there), and the same return codes.
 
+mod common;
+
+use common::shared_library;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -207,16 +210,6 @@ fn the_header_codes_are_the_library_codes() {
     let report = read(&crate_dir().join("src/report.rs"));
     let defined = report.matches("pub const DEVPOOL_").count();
     assert_eq!(defined, lib.len());
-}
-
-/// The shared library that `cargo test` built beside this test binary.
-pub fn shared_library() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let deps = exe.parent()?;
-    [deps.to_path_buf(), deps.parent()?.to_path_buf()]
-        .into_iter()
-        .map(|d| d.join("libdevpool_ffi.so"))
-        .find(|p| p.exists())
 }
 
 #[test]

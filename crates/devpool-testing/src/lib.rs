@@ -9,6 +9,8 @@
 //!   from `conformance_tests!`, and a proptest model test.
 //! - [`gpu_checks`]: data checks of any allocator on a real device (or a host-backed
 //!   mock): overlapping blocks and stream-order violations show up as wrong bytes.
+//! - [`faults`]: the checks of a pool under fault injection: patterns that read
+//!   back, failures that change no block, reserved bytes that match the backend's.
 //! - [`fixtures`]: small allocators for tests: a caching pool that reuses freed
 //!   blocks at once, per stream or (deliberately wrong) shared by every stream.
 //!
@@ -26,6 +28,7 @@
 
 #[cfg(feature = "suite")]
 pub mod conformance;
+pub mod faults;
 pub mod fixtures;
 pub mod gpu_checks;
 mod mock;

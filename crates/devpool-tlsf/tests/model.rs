@@ -5,7 +5,7 @@
 //! bytes the backend has handed out. At the end everything is freed: each span is
 //! one free block again, and trim gives everything back.
 use devpool_core::{Backend, Block, Pool, Request};
-use devpool_testing::conformance::{overlapping_neighbour, take_pick};
+use devpool_testing::conformance::{insert_apart, take_pick};
 use devpool_testing::MockBackend;
 use devpool_tlsf::{TlsfConfig, TlsfMode, TlsfPool};
 use proptest::prelude::*;
@@ -85,8 +85,9 @@ proptest! {
         for op in ops {
             match op {
                 Op::Alloc { size, align_log } => {
-                    let align = 1usize << align_log;
-                    let b = match pool.allocate(&Request::new(size).with_align(align)) {
+                    let req = Request::new(size).with_align(1 << align_log);
+                    let align = req.align;
+                    let b = match pool.allocate(&req) {
                         Ok(b) => b,
                         Err(e) => {
                             prop_assert!(align > page, "alloc {size} align {align}: {e}");
@@ -97,9 +98,7 @@ proptest! {
                     prop_assert!(b.ptr.is_aligned(align.max(256)), "{b:?} align {align}");
                     prop_assert!(b.size >= size.max(1));
                     prop_assert_eq!(b.handle >> 62, 0, "top two handle bits are clear");
-                    let o = overlapping_neighbour(&model, &b);
-                    prop_assert!(o.is_none(), "overlap {b:?} {o:?}");
-                    model.insert(b.ptr.0, b);
+                    insert_apart(&mut model, b)?;
                 }
                 Op::Free { pick } => {
                     let Some(b) = take_pick(&mut model, pick) else {

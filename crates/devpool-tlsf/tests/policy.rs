@@ -14,6 +14,24 @@ fn pool(cfg: TlsfConfig) -> (std::sync::Arc<MockBackend>, TlsfPool) {
     (mock, p)
 }
 
+/// The pool is consistent and reserves exactly what the backend holds.
+fn exact(p: &TlsfPool, mock: &MockBackend) {
+    p.verify().unwrap();
+    assert_eq!(
+        p.stats().reserved_bytes.current,
+        mock.counters().bytes_in_use.current
+    );
+}
+
+/// Blocks of 20, 2, 20 and 2 MiB, in that order, with the two of 20 MiB freed:
+/// gives the freed ones (low, high), then the live ones (mid, top).
+fn two_holes(p: &TlsfPool) -> [Block; 4] {
+    let [low, mid, high, top] = [20, 2, 20, 2].map(|m| p.allocate(&Request::new(m * MIB)).unwrap());
+    p.deallocate(&low).unwrap();
+    p.deallocate(&high).unwrap();
+    [low, high, mid, top]
+}
+
 #[test]
 fn neighbours_share_pages() {
     let (mock, p) = pool(TlsfConfig::default().map_batch_pages(1));
@@ -104,11 +122,7 @@ fn the_cache_shrinks_to_its_bound_when_the_work_shrinks() {
         "cache above its bound: {d}"
     );
     assert!(d.pages.unmap_calls >= 1);
-    p.verify().unwrap();
-    assert_eq!(
-        p.stats().reserved_bytes.current,
-        mock.counters().bytes_in_use.current
-    );
+    exact(&p, &mock);
 }
 
 #[test]
@@ -151,12 +165,7 @@ fn without_moving_unmapping_starts_from_the_top() {
                     .move_memory(false),
             ),
     );
-    let low = p.allocate(&Request::new(20 * MIB)).unwrap();
-    let mid = p.allocate(&Request::new(2 * MIB)).unwrap();
-    let high = p.allocate(&Request::new(20 * MIB)).unwrap();
-    let top = p.allocate(&Request::new(2 * MIB)).unwrap();
-    p.deallocate(&low).unwrap();
-    p.deallocate(&high).unwrap();
+    let [low, _high, mid, top] = two_holes(&p);
     // Growing past everything with an empty bound unmaps unused pages, highest first;
     // both holes have 10 unused pages, and the new block needs its own.
     let grow = p.allocate(&Request::new(64 * MIB)).unwrap();
@@ -169,11 +178,7 @@ fn without_moving_unmapping_starts_from_the_top() {
     for b in [mid, top, grow, again] {
         p.deallocate(&b).unwrap();
     }
-    p.verify().unwrap();
-    assert_eq!(
-        p.stats().reserved_bytes.current,
-        mock.counters().bytes_in_use.current
-    );
+    exact(&p, &mock);
 }
 
 #[test]
@@ -186,12 +191,7 @@ fn growing_takes_the_memory_of_unused_pages_and_holds_no_more() {
                 .window_ops(1 << 40),
         ),
     );
-    let low = p.allocate(&Request::new(20 * MIB)).unwrap();
-    let mid = p.allocate(&Request::new(2 * MIB)).unwrap();
-    let high = p.allocate(&Request::new(20 * MIB)).unwrap();
-    let top = p.allocate(&Request::new(2 * MIB)).unwrap();
-    p.deallocate(&low).unwrap();
-    p.deallocate(&high).unwrap();
+    let [_low, _high, mid, top] = two_holes(&p);
     let held = mock.counters().bytes_in_use.current;
     // 64 MiB past everything: the 20 unused pages of the two holes move there, and
     // only the other 12 pages are new memory.

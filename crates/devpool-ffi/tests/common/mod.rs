@@ -1,10 +1,22 @@
-//! Helpers shared by the tests: the mock configuration, and the C entry points
-//! with integer stream handles and parsed statistics.
+//! Helpers shared by the tests: the mock configuration, the C entry points
+//! with integer stream handles and parsed statistics, and the shared library that
+//! `cargo test` built.
 #![allow(dead_code)]
 
 use devpool_ffi::*;
 use std::ffi::{c_void, CStr, CString};
+use std::path::PathBuf;
 use std::sync::Once;
+
+/// The shared library that `cargo test` built beside this test binary.
+pub fn shared_library() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let deps = exe.parent()?;
+    [deps.to_path_buf(), deps.parent()?.to_path_buf()]
+        .into_iter()
+        .map(|d| d.join("libdevpool_ffi.so"))
+        .find(|p| p.exists())
+}
 
 /// Configure the process for the mock backend, once, before any test allocates.
 pub fn setup(extra: &str) {

@@ -22,11 +22,13 @@ use devpool_core::{Allocator, Backend, Block};
 use std::sync::Arc;
 
 mod cases;
+mod handoff;
 mod model;
 mod tags;
 
 pub use cases::*;
 pub use devpool_core::Rng;
+pub use handoff::{alloc_tagged, Handoff};
 pub use model::model_test;
 pub use tags::{assert_tag, fill, free_tagged, tag_of};
 
@@ -92,6 +94,18 @@ pub fn overlapping_neighbour<'m>(
         .or(above.filter(|n| b.ptr.0 + b.size as u64 > n.ptr.0))
 }
 
+/// Adds `b` to a model keyed by address, failing the proptest case if it overlaps a
+/// block already there.
+pub fn insert_apart(
+    model: &mut std::collections::BTreeMap<u64, Block>,
+    b: Block,
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    let o = overlapping_neighbour(model, &b);
+    proptest::prop_assert!(o.is_none(), "overlap {b:?} {o:?}");
+    model.insert(b.ptr.0, b);
+    Ok(())
+}
+
 /// Panic unless `got` shares no byte with `pending`, a block whose free has not
 /// completed yet; `what` says why it must not.
 pub fn assert_apart(got: &Block, pending: &Block, what: &str) {
@@ -149,6 +163,18 @@ pub fn assert_empty(a: &dyn Allocator, mock: &MockBackend) {
         0,
         "backend still holds memory after trim"
     );
+}
+
+/// Frees every block of `blocks`, then checks as [`assert_empty`] does.
+pub fn free_all_then_empty(
+    a: &dyn Allocator,
+    mock: &MockBackend,
+    blocks: impl IntoIterator<Item = Block>,
+) {
+    for b in blocks {
+        a.free(b).unwrap();
+    }
+    assert_empty(a, mock);
 }
 
 /// Generate one `#[test]` per conformance case for the allocator built by `$make`, a
