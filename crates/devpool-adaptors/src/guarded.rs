@@ -180,14 +180,12 @@ impl<A: Allocator> Allocator for Guarded<A> {
             .inner
             .allocate(Request { size: total, ..req })
             .map_err(|e| self.callers_oom(e, &req, total))?;
-        let user = Block {
-            ptr: DevicePtr(inner.ptr.0 + front as u64),
+        let user = req.granted(
+            DevicePtr(inner.ptr.0 + front as u64),
             size,
-            requested: req.size,
-            stream: req.stream,
-            device: inner.device,
-            handle: inner.handle,
-        };
+            inner.device,
+            inner.handle,
+        );
         let entry = Entry { inner, user, front };
         if let Err(e) = self.fill(&entry) {
             // Not handed out: give it straight back.

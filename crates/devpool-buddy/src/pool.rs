@@ -321,14 +321,12 @@ impl Pool for BuddyPool {
         g.tally.on_alloc(req.size as u64, granted);
         g.block_bytes += granted.max(self.span(order));
         drop(g);
-        Ok(Block {
-            ptr: DevicePtr(addr),
-            size: granted as usize,
-            requested: req.size,
-            stream: req.stream,
-            device: self.device,
-            handle: encode(i, gen),
-        })
+        Ok(req.granted(
+            DevicePtr(addr),
+            granted as usize,
+            self.device,
+            encode(i, gen),
+        ))
     }
 
     fn deallocate(&self, block: &Block) -> Result<()> {

@@ -75,14 +75,12 @@ impl Allocator for CAbi {
         if p.is_null() {
             return Err(Error::OutOfMemory(Box::default()));
         }
-        Ok(Block {
-            ptr: DevicePtr(p.addr() as u64),
-            size: req.size,
-            requested: req.size,
-            stream: req.stream,
-            device: self.backend.device(),
-            handle: 0,
-        })
+        Ok(req.granted(
+            DevicePtr(p.addr() as u64),
+            req.size,
+            self.backend.device(),
+            0,
+        ))
     }
 
     fn deallocate(&self, block: Block, stream: StreamId) -> Result<()> {

@@ -123,14 +123,7 @@ impl Allocator for HostMalloc {
                 ..Default::default()
             })));
         }
-        Ok(Block {
-            ptr: DevicePtr(p as u64),
-            size: l.size(),
-            requested: req.size,
-            stream: req.stream,
-            device: self.backend.device(),
-            handle: 0,
-        })
+        Ok(req.granted(DevicePtr(p as u64), l.size(), self.backend.device(), 0))
     }
 
     fn deallocate(&self, block: Block, _stream: StreamId) -> Result<()> {
@@ -174,14 +167,7 @@ impl Allocator for Nothing {
         let next = self.next.load(std::sync::atomic::Ordering::Relaxed);
         self.next
             .store(next + 256, std::sync::atomic::Ordering::Relaxed);
-        Ok(Block {
-            ptr: DevicePtr(next),
-            size: req.size,
-            requested: req.size,
-            stream: req.stream,
-            device: self.backend.device(),
-            handle: next,
-        })
+        Ok(req.granted(DevicePtr(next), req.size, self.backend.device(), next))
     }
 
     fn deallocate(&self, _block: Block, _stream: StreamId) -> Result<()> {

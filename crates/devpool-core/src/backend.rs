@@ -33,6 +33,16 @@ pub trait Backend: Send + Sync {
     fn device(&self) -> DeviceId;
     /// Physical page size of virtual mappings, and the alignment of regions.
     fn granularity(&self) -> usize;
+    /// The page a pool works in: the granularity, at least
+    /// [`MIN_ALIGN`](crate::MIN_ALIGN), rounded up to a power of two (page sizes are
+    /// powers of two on every device; a backend that said otherwise gets pages rounded
+    /// up to one, and 1 GiB should that overflow).
+    fn page_size(&self) -> usize {
+        self.granularity()
+            .max(crate::MIN_ALIGN)
+            .checked_next_power_of_two()
+            .unwrap_or(1 << 30)
+    }
     /// Bytes free and in total on the device.
     fn mem_info(&self) -> BackendResult<(u64, u64)>;
 
@@ -313,6 +323,13 @@ impl BackendCounterCell {
     #[inline]
     pub fn bump(c: &AtomicU64) {
         c.fetch_add(1, Relaxed);
+    }
+
+    /// Count `pages` pages mapped in `chunks` physical allocations.
+    #[inline]
+    pub fn on_mapped(&self, pages: u64, chunks: u64) {
+        self.pages_mapped.fetch_add(pages, Relaxed);
+        self.chunks_created.fetch_add(chunks, Relaxed);
     }
 
     /// A snapshot.

@@ -79,14 +79,7 @@ impl Pool for DirectPool {
         self.live
             .lock()
             .insert(ptr.0, (base.0, region, size, req.size));
-        Ok(Block {
-            ptr,
-            size,
-            requested: req.size,
-            stream: req.stream,
-            device: self.backend.device(),
-            handle: 0,
-        })
+        Ok(req.granted(ptr, size, self.backend.device(), 0))
     }
 
     fn deallocate(&self, block: &Block) -> Result<()> {

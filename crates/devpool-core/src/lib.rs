@@ -34,6 +34,7 @@ mod forward_backend;
 mod lock;
 mod ordered;
 mod parts;
+mod reserved;
 mod rng;
 mod setters;
 mod stats;
@@ -53,6 +54,7 @@ pub use events::{events_passed, Passed};
 pub use lock::{SpinGuard, SpinLock};
 pub use ordered::{StreamOrdered, DEFAULT_MAX_STREAMS};
 pub use parts::{ClassStats, Parts, Reuse, RouteStats};
+pub use reserved::ReservedRanges;
 pub use rng::Rng;
 pub use stats::{AtomicGauge, Counters, Gauge, Stats};
 pub use types::{

@@ -154,6 +154,26 @@ impl Request {
         }
     }
 
+    /// The block that serves this request: `size` bytes granted at `ptr` on `device`,
+    /// on the request's stream, with the owner's `handle`.
+    ///
+    /// ```
+    /// use devpool_core::{DeviceId, DevicePtr, Request};
+    /// let b = Request::new(100).granted(DevicePtr(4096), 256, DeviceId(0), 7);
+    /// assert_eq!((b.size, b.requested, b.handle), (256, 100, 7));
+    /// ```
+    #[inline]
+    pub fn granted(&self, ptr: DevicePtr, size: usize, device: DeviceId, handle: u64) -> Block {
+        Block {
+            ptr,
+            size,
+            requested: self.size,
+            stream: self.stream,
+            device,
+            handle,
+        }
+    }
+
     /// The same request with another alignment.
     #[inline]
     pub fn with_align(mut self, align: usize) -> Self {

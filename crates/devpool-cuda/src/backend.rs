@@ -35,7 +35,7 @@ pub(crate) struct Region {
 #[derive(Debug, Default)]
 pub(crate) struct VmTable {
     /// Start -> size of every reserved range.
-    pub(crate) ranges: BTreeMap<u64, usize>,
+    pub(crate) ranges: devpool_core::ReservedRanges,
     /// Address of every mapped page (and of pages being mapped or unmapped now).
     pub(crate) pages: BTreeSet<u64>,
     /// Start -> (bytes, physical allocation) of every mapping.

@@ -238,14 +238,7 @@ impl Allocator for CudaMallocAsync {
             },
         );
         self.counters.on_alloc(req.size, size);
-        Ok(Block {
-            ptr: DevicePtr(ptr),
-            size,
-            requested: req.size,
-            stream: req.stream,
-            device: self.cuda.device(),
-            handle: 0,
-        })
+        Ok(req.granted(DevicePtr(ptr), size, self.cuda.device(), 0))
     }
 
     fn deallocate(&self, block: Block, stream: StreamId) -> Result<()> {

@@ -80,7 +80,7 @@ impl CudaBackend {
         BackendCounterCell::bump(&self.counters.unreserves);
         {
             let mut vm = self.vm.lock();
-            if vm.ranges.get(&ptr.0) != Some(&size) {
+            if !vm.ranges.is_range(ptr.0, size) {
                 return Err(
                     self.invalid("unreserve", format!("{ptr}+{size} is not a reserved range"))
                 );
@@ -91,7 +91,7 @@ impl CudaBackend {
                     self.invalid("unreserve", format!("{ptr}+{size} still has mapped pages"))
                 );
             }
-            vm.ranges.remove(&ptr.0);
+            vm.ranges.remove(ptr.0, size);
         }
         let undo = |e| {
             self.vm.lock().ranges.insert(ptr.0, size);
@@ -119,12 +119,7 @@ impl CudaBackend {
     fn claim(&self, call: &'static str, ptr: DevicePtr, end: u64) -> BackendResult<()> {
         let g = self.granularity_u64();
         let mut vm = self.vm.lock();
-        let inside = vm
-            .ranges
-            .range(..=ptr.0)
-            .next_back()
-            .is_some_and(|(&start, &len)| end <= start + len as u64);
-        if !inside {
+        if !vm.ranges.covers(ptr.0, end) {
             return Err(self.invalid(
                 call,
                 format!("{ptr}+{} is not inside a reserved range", end - ptr.0),
@@ -181,11 +176,7 @@ impl CudaBackend {
                 drop(vm);
                 self.counters.bytes_in_use.add(size as u64);
                 self.counters
-                    .pages_mapped
-                    .fetch_add((size / g) as u64, Relaxed);
-                self.counters
-                    .chunks_created
-                    .fetch_add(chunks.len() as u64, Relaxed);
+                    .on_mapped((size / g) as u64, chunks.len() as u64);
                 Ok(())
             }
             Err(e) => {

@@ -568,14 +568,7 @@ impl RingPool {
         up(&mut g.blocks, 1);
         g.allocations += 1;
         g.last_refused = false;
-        Block {
-            ptr: DevicePtr(ptr),
-            size: size as usize,
-            requested: req.size,
-            stream: req.stream,
-            device: self.device,
-            handle: handle(tag, seq),
-        }
+        req.granted(DevicePtr(ptr), size as usize, self.device, handle(tag, seq))
     }
 
     /// The allocation path when the head has no room: retire, pass, grow, wait or

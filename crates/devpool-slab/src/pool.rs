@@ -149,14 +149,7 @@ impl SlabPool {
 
     #[inline]
     fn block(&self, req: &Request, ptr: u64, size: usize, handle: u64) -> Block {
-        Block {
-            ptr: DevicePtr(ptr),
-            size,
-            requested: req.size,
-            stream: req.stream,
-            device: self.device,
-            handle,
-        }
+        req.granted(DevicePtr(ptr), size, self.device, handle)
     }
 
     /// An allocation the fast path could not serve: an aligned or refused request,

@@ -90,14 +90,7 @@ impl Pool for CachingPool {
         };
         self.live.lock().insert(ptr.0, (size, req.size));
         self.counters.on_alloc(req.size, size);
-        Ok(Block {
-            ptr,
-            size,
-            requested: req.size,
-            stream: req.stream,
-            device: self.backend.device(),
-            handle: 0,
-        })
+        Ok(req.granted(ptr, size, self.backend.device(), 0))
     }
 
     fn deallocate(&self, block: &Block) -> Result<()> {

@@ -154,7 +154,7 @@ struct State {
     holes: BTreeMap<u64, u64>,
     regions: BTreeMap<u64, Region>,
     /// Reserved ranges: start -> size.
-    ranges: BTreeMap<u64, usize>,
+    ranges: devpool_core::ReservedRanges,
     /// Mapped pages: page address -> its chunk.
     pages: HashMap<u64, Page>,
     /// Physical allocations of the mapped pages.
@@ -230,7 +230,7 @@ impl MockBackend {
             limit_va: base + VA_WINDOW,
             holes: BTreeMap::new(),
             regions: BTreeMap::new(),
-            ranges: BTreeMap::new(),
+            ranges: Default::default(),
             pages: HashMap::new(),
             chunks: HashMap::new(),
             next_chunk: 1,
@@ -605,12 +605,7 @@ impl MockBackend {
             .0
             .checked_add(size as u64)
             .ok_or_else(|| self.invalid(call, format!("{ptr}+{size} overflows")))?;
-        let inside = s
-            .ranges
-            .range(..=ptr.0)
-            .next_back()
-            .is_some_and(|(&start, &len)| end <= start + len as u64);
-        if !inside {
+        if !s.ranges.covers(ptr.0, end) {
             return Err(self.invalid(call, format!("{ptr}+{size} is not inside a reserved range")));
         }
         if (ptr.0..end).step_by(g).any(|p| s.pages.contains_key(&p)) {
@@ -641,11 +636,7 @@ impl MockBackend {
             at += bytes as u64;
         }
         self.counters
-            .pages_mapped
-            .fetch_add((size / g) as u64, Relaxed);
-        self.counters
-            .chunks_created
-            .fetch_add(chunks.len() as u64, Relaxed);
+            .on_mapped((size / g) as u64, chunks.len() as u64);
         Ok(())
     }
 }
@@ -746,7 +737,7 @@ impl Backend for MockBackend {
     fn unreserve(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
         BackendCounterCell::bump(&self.counters.unreserves);
         let mut s = self.state.lock();
-        if s.ranges.get(&ptr.0) != Some(&size) {
+        if !s.ranges.is_range(ptr.0, size) {
             return Err(self.invalid("unreserve", format!("{ptr}+{size} is not a reserved range")));
         }
         let g = self.cfg.granularity as u64;
@@ -756,7 +747,7 @@ impl Backend for MockBackend {
         {
             return Err(self.invalid("unreserve", format!("{ptr}+{size} still has mapped pages")));
         }
-        s.ranges.remove(&ptr.0);
+        s.ranges.remove(ptr.0, size);
         self.give_va(&mut s, ptr.0, size);
         Ok(())
     }
@@ -851,12 +842,7 @@ impl Backend for MockBackend {
         let end =
             to.0.checked_add(size as u64)
                 .ok_or_else(|| self.invalid("alias", format!("{to}+{size} overflows")))?;
-        let inside = s
-            .ranges
-            .range(..=to.0)
-            .next_back()
-            .is_some_and(|(&start, &len)| end <= start + len as u64);
-        if !inside {
+        if !s.ranges.covers(to.0, end) {
             return Err(self.invalid(
                 "alias",
                 format!("{to}+{size} is not inside a reserved range"),

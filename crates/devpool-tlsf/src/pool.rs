@@ -107,13 +107,7 @@ impl TlsfPool {
     /// fail with [`Error::Unsupported`].
     pub fn new(backend: impl IntoBackend, cfg: TlsfConfig) -> Self {
         let backend = backend.into_backend();
-        // Page sizes are powers of two on every device; a backend that said otherwise
-        // gets pages rounded up to one.
-        let page = backend
-            .granularity()
-            .max(devpool_core::MIN_ALIGN)
-            .checked_next_power_of_two()
-            .unwrap_or(1 << 30);
+        let page = backend.page_size();
         let cfg = cfg.normalized(page);
         let is_virtual = resolve(&*backend, cfg.mode);
         TlsfPool {
@@ -264,14 +258,12 @@ impl Pool for TlsfPool {
         g.allocations += 1;
         self.tick(&mut g);
         drop(g);
-        Ok(Block {
-            ptr: DevicePtr(addr),
-            size: size as usize,
-            requested: req.size,
-            stream: req.stream,
-            device: self.device,
-            handle: gen << 32 | i as u64,
-        })
+        Ok(req.granted(
+            DevicePtr(addr),
+            size as usize,
+            self.device,
+            gen << 32 | i as u64,
+        ))
     }
 
     fn deallocate(&self, block: &Block) -> Result<()> {

@@ -115,11 +115,7 @@ impl PageLayer {
     /// range.
     pub fn new(backend: impl devpool_core::IntoBackend, cfg: VmConfig) -> Self {
         let backend = backend.into_backend();
-        let page = backend
-            .granularity()
-            .max(devpool_core::MIN_ALIGN)
-            .checked_next_power_of_two()
-            .unwrap_or(1 << 30);
+        let page = backend.page_size();
         let cfg = cfg.normalized();
         let can_alias = cfg.move_memory;
         PageLayer {

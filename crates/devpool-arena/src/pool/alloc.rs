@@ -101,14 +101,12 @@ impl ArenaPool {
         };
         let gen = rec.write(epoch, ptr, req.size as u64);
         self.stats.on_alloc(epoch, req.size, size as usize);
-        Ok(Some(Block {
-            ptr: DevicePtr(ptr),
-            size: size as usize,
-            requested: req.size,
-            stream: req.stream,
-            device: self.device,
-            handle: word::handle(epoch, gen, index),
-        }))
+        Ok(Some(req.granted(
+            DevicePtr(ptr),
+            size as usize,
+            self.device,
+            word::handle(epoch, gen, index),
+        )))
     }
 
     /// A record index taken in `epoch` stays unused: count it freed.

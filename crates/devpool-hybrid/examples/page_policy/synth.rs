@@ -34,6 +34,14 @@ impl Gen {
     }
 }
 
+/// The bytes of one transformer layer's weights at width `h` in bf16: the QKV and
+/// output projections, the two MLP matrices, and `norms` vectors.
+fn layer_weights(h: usize, norms: usize) -> impl Iterator<Item = usize> {
+    [3 * h * h * 2, h * h * 2, 4 * h * h * 2, 4 * h * h * 2]
+        .into_iter()
+        .chain(std::iter::repeat_n(h * 2, norms))
+}
+
 /// A decoder serving generation requests one batch at a time: fp16, hidden 2048,
 /// 16 layers, vocabulary 32000; batch 1 to 32, prompts of 32 to 1024 tokens, 16 to
 /// 192 new tokens, the KV cache of each layer reallocated one token longer at every
@@ -43,14 +51,7 @@ pub fn decoder(requests: usize, seed: u64) -> Trace {
     let mut g = Gen::new(seed);
     let mut weights = vec![g.alloc(vocab * h * 2)];
     for _ in 0..layers {
-        for size in [
-            3 * h * h * 2,
-            h * h * 2,
-            4 * h * h * 2,
-            4 * h * h * 2,
-            h * 2,
-            h * 2,
-        ] {
+        for size in layer_weights(h, 2) {
             weights.push(g.alloc(size));
         }
     }
@@ -129,15 +130,7 @@ pub fn encoder(batches: usize, seed: u64) -> Trace {
     let mut g = Gen::new(seed);
     let mut weights = vec![g.alloc(vocab * h * 2), g.alloc(512 * h * 2)];
     for _ in 0..layers {
-        for size in [
-            3 * h * h * 2,
-            h * h * 2,
-            4 * h * h * 2,
-            4 * h * h * 2,
-            h * 2,
-            h * 2,
-            h * 2,
-        ] {
+        for size in layer_weights(h, 3) {
             weights.push(g.alloc(size));
         }
     }
