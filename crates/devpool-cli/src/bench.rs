@@ -9,13 +9,28 @@ use serde::Serialize;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+/// What `devpool bench` runs.
+#[derive(clap::Args, Debug)]
 pub struct BenchArgs {
+    /// Print a JSON array of {strategy, workload, threads, ns_per_op, ...}.
+    #[arg(long)]
     pub json: bool,
+    /// Comma-separated strategies (default: all that suit each workload).
+    #[arg(long, value_delimiter = ',')]
     pub strategies: Vec<String>,
+    /// Thread counts for the multi-threaded pairs (default: 1 and the number of cores).
+    #[arg(long, value_delimiter = ',')]
     pub threads: Vec<usize>,
+    /// Steps of the random loop.
+    #[arg(long, default_value_t = 200_000)]
     pub steps: usize,
+    /// Pairs per single-thread pair workload.
+    #[arg(long, default_value_t = 200_000)]
     pub pairs: usize,
-    /// Live-block counts of the scaling workload (`live N`); none: not run.
+    /// The scaling workload for these live-block counts (e.g. 1000,1000000): N
+    /// blocks of 256 B to 256 KiB stay live while each step frees a random one
+    /// and allocates another; ns per operation at each N. Not run by default.
+    #[arg(long, value_delimiter = ',')]
     pub live: Vec<usize>,
 }
 

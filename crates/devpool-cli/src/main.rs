@@ -85,26 +85,8 @@ enum Command {
     /// cuMemAllocAsync) run the same workloads in the same process. The host's
     /// `malloc` runs them too, first, as a reference for host bookkeeping.
     Bench {
-        /// Print a JSON array of {strategy, workload, threads, ns_per_op, ...}.
-        #[arg(long)]
-        json: bool,
-        /// Comma-separated strategies (default: all that suit each workload).
-        #[arg(long, value_delimiter = ',')]
-        strategies: Vec<String>,
-        /// Thread counts for the multi-threaded pairs (default: 1 and the number of cores).
-        #[arg(long, value_delimiter = ',')]
-        threads: Vec<usize>,
-        /// Steps of the random loop.
-        #[arg(long, default_value_t = 200_000)]
-        steps: usize,
-        /// Pairs per single-thread pair workload.
-        #[arg(long, default_value_t = 200_000)]
-        pairs: usize,
-        /// The scaling workload for these live-block counts (e.g. 1000,1000000): N
-        /// blocks of 256 B to 256 KiB stay live while each step frees a random one
-        /// and allocates another; ns per operation at each N. Not run by default.
-        #[arg(long, value_delimiter = ',')]
-        live: Vec<usize>,
+        #[command(flatten)]
+        args: bench::BenchArgs,
         #[command(flatten)]
         backend: BackendArgs,
     },
@@ -150,26 +132,9 @@ fn main() -> ExitCode {
             json,
             backend,
         } => compare::replay_one(trace, &strategy, plot, json, &backend).map(warned),
-        Command::Bench {
-            json,
-            strategies,
-            threads,
-            steps,
-            pairs,
-            live,
-            backend,
-        } => bench::bench(
-            bench::BenchArgs {
-                json,
-                strategies,
-                threads,
-                steps,
-                pairs,
-                live,
-            },
-            &backend,
-        )
-        .map(|()| ExitCode::SUCCESS),
+        Command::Bench { args, backend } => {
+            bench::bench(args, &backend).map(|()| ExitCode::SUCCESS)
+        }
         Command::Info { backend } => info::info(&backend).map(|()| ExitCode::SUCCESS),
         Command::Strategies => {
             for s in devpool::STRATEGIES {
