@@ -97,10 +97,7 @@ impl HostMalloc {
 }
 
 fn layout(size: usize) -> Result<Layout> {
-    Layout::from_size_align(size.max(16), 16).map_err(|_| Error::TooLarge {
-        size,
-        max: isize::MAX as usize,
-    })
+    Layout::from_size_align(size.max(16), 16).map_err(|_| Error::too_large(size))
 }
 
 impl Allocator for HostMalloc {

@@ -58,10 +58,7 @@ impl<'a, T: DeviceCopy> DeviceBuffer<'a, T> {
     pub fn new(alloc: &'a dyn Allocator, len: usize, stream: StreamId) -> Result<Self> {
         let bytes = len
             .checked_mul(std::mem::size_of::<T>())
-            .ok_or(Error::TooLarge {
-                size: usize::MAX,
-                max: isize::MAX as usize,
-            })?;
+            .ok_or(Error::too_large(usize::MAX))?;
         let block = alloc.allocate(Request::new(bytes).on_stream(stream))?;
         Ok(DeviceBuffer {
             alloc,

@@ -59,15 +59,11 @@ impl Pool for DirectPool {
         if align > self.backend.granularity() {
             return Err(Error::InvalidAlignment { align: req.align });
         }
-        let too_large = Error::TooLarge {
-            size: req.size,
-            max: isize::MAX as usize,
-        };
-        let size = align_up(req.effective_size(), MIN_ALIGN).ok_or(too_large.clone())?;
-        let region = size
-            .checked_add(align - MIN_ALIGN)
-            .ok_or(too_large.clone())?;
-        let held = self.backend.region_bytes(region).ok_or(too_large)?;
+        let (size, region) = req.padded(MIN_ALIGN, align)?;
+        let held = self
+            .backend
+            .region_bytes(region)
+            .ok_or_else(|| Error::too_large(req.size))?;
         let base = self.backend.alloc_region(region)?;
         let ptr = DevicePtr(
             align_up(base.0 as usize, align).expect("region fits the address space") as u64,

@@ -176,6 +176,15 @@ pub enum Error {
 }
 
 impl Error {
+    /// [`Error::TooLarge`] for `size` bytes, against the largest size any allocation
+    /// may have (`isize::MAX`).
+    pub fn too_large(size: usize) -> Error {
+        Error::TooLarge {
+            size,
+            max: isize::MAX as usize,
+        }
+    }
+
     /// Whether this is an out-of-memory error (from the allocator or the backend).
     pub fn is_oom(&self) -> bool {
         matches!(

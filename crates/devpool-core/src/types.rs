@@ -154,6 +154,27 @@ impl Request {
         }
     }
 
+    /// The bytes of a block for this request, its size rounded up to `granule` (a power
+    /// of two), and the bytes to set aside so that such a block fits at `align`
+    /// wherever the room starts (`align - granule` more when `align` is larger):
+    /// `(size, room)`. [`Error::TooLarge`](crate::Error::TooLarge) should either
+    /// overflow.
+    ///
+    /// ```
+    /// use devpool_core::Request;
+    /// let r = Request::new(1000).with_align(4096);
+    /// assert_eq!(r.padded(256, 4096).unwrap(), (1024, 1024 + 4096 - 256));
+    /// assert!(Request::new(usize::MAX).padded(256, 256).is_err());
+    /// ```
+    pub fn padded(&self, granule: usize, align: usize) -> crate::Result<(usize, usize)> {
+        let too_large = || crate::Error::too_large(self.size);
+        let size = align_up(self.effective_size(), granule).ok_or_else(too_large)?;
+        let room = size
+            .checked_add(align.saturating_sub(granule))
+            .ok_or_else(too_large)?;
+        Ok((size, room))
+    }
+
     /// The block that serves this request: `size` bytes granted at `ptr` on `device`,
     /// on the request's stream, with the owner's `handle`.
     ///

@@ -5,8 +5,8 @@ use crate::driver::{check, raw_stream};
 use crate::CudaBackend;
 use cudarc::driver::sys::{self, CUresult};
 use devpool_core::{
-    align_up, Allocator, Backend, BackendError, Block, Counters, DevicePtr, Error, OomInfo,
-    Request, Result, Stats, StreamId, MIN_ALIGN,
+    Allocator, Backend, BackendError, Block, Counters, DevicePtr, Error, OomInfo, Request, Result,
+    Stats, StreamId, MIN_ALIGN,
 };
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -196,16 +196,9 @@ impl Allocator for CudaMallocAsync {
 
     fn allocate(&self, req: Request) -> Result<Block> {
         let align = req.effective_align()?;
-        let too_large = Error::TooLarge {
-            size: req.size,
-            max: isize::MAX as usize,
-        };
-        let size = align_up(req.effective_size(), MIN_ALIGN).ok_or(too_large.clone())?;
-        let bytes = size
-            .checked_add(align - MIN_ALIGN)
-            .ok_or(too_large.clone())?;
+        let (size, bytes) = req.padded(MIN_ALIGN, align)?;
         if bytes > isize::MAX as usize {
-            return Err(too_large);
+            return Err(Error::too_large(req.size));
         }
         let mut r = self.raw_alloc(bytes, req.stream);
         if r == Err(CUresult::CUDA_ERROR_OUT_OF_MEMORY) {

@@ -17,8 +17,8 @@
 //! ```
 
 use devpool_core::{
-    align_up, Backend, Block, Counters, DevicePtr, Error, IntoBackend, Pool, Request, Result,
-    Stats, StreamOrdered, MIN_ALIGN,
+    Backend, Block, Counters, DevicePtr, Error, IntoBackend, Pool, Request, Result, Stats,
+    StreamOrdered, MIN_ALIGN,
 };
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -75,10 +75,7 @@ impl Pool for CachingPool {
         if align > MIN_ALIGN {
             return Err(Error::InvalidAlignment { align: req.align });
         }
-        let size = align_up(req.effective_size(), MIN_ALIGN).ok_or(Error::TooLarge {
-            size: req.size,
-            max: isize::MAX as usize,
-        })?;
+        let (size, _) = req.padded(MIN_ALIGN, MIN_ALIGN)?;
         let cached = self.cache.lock().get_mut(&size).and_then(|v| v.pop());
         let ptr = match cached {
             Some(p) => DevicePtr(p),

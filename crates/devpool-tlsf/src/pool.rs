@@ -4,8 +4,8 @@ use crate::config::{TlsfConfig, TlsfMode};
 use crate::index::{Index, State};
 use crate::span::Span;
 use devpool_core::{
-    align_up, Backend, Block, Counters, DeviceId, DevicePtr, Error, Gauge, IntoBackend, Pool,
-    Request, Result, Stats, StreamOrdered,
+    Backend, Block, Counters, DeviceId, DevicePtr, Error, Gauge, IntoBackend, Pool, Request,
+    Result, Stats, StreamOrdered,
 };
 use devpool_vm::{CachePolicy, PageLayer};
 use parking_lot::Mutex;
@@ -209,15 +209,8 @@ impl Pool for TlsfPool {
                 "virtual mode on a backend without virtual memory",
             ));
         }
-        let too_large = || Error::TooLarge {
-            size: req.size,
-            max: isize::MAX as usize,
-        };
-        let granule = self.cfg.granule;
-        let size = align_up(req.effective_size(), granule).ok_or_else(too_large)?;
-        let need = size
-            .checked_add(align.saturating_sub(granule))
-            .ok_or_else(too_large)? as u64;
+        let (size, need) = req.padded(self.cfg.granule, align)?;
+        let need = need as u64;
         let mut g = self.inner.lock();
         let i = match g.index.find(need) {
             Some(i) => i,

@@ -30,11 +30,8 @@ impl TlsfPool {
     /// Take a new span from the backend with room for a free block of `need` bytes.
     pub(crate) fn grow(&self, g: &mut Inner, need: u64) -> Result<()> {
         let page = self.page;
-        let too_large = Error::TooLarge {
-            size: need as usize,
-            max: isize::MAX as usize,
-        };
-        let rounded = align_up(need as usize, page as usize).ok_or(too_large)?;
+        let rounded =
+            align_up(need as usize, page as usize).ok_or(Error::too_large(need as usize))?;
         if self.is_virtual {
             let total = match self.backend.mem_info() {
                 Ok((_, total)) => total,

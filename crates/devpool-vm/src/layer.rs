@@ -175,10 +175,7 @@ impl PageLayer {
     /// `align` (at least a page).
     pub fn reserve(&mut self, size: usize, align: usize) -> Result<RangeId> {
         let page = self.page_size() as usize;
-        let size = align_up(size.max(1), page).ok_or(Error::TooLarge {
-            size,
-            max: isize::MAX as usize,
-        })?;
+        let size = align_up(size.max(1), page).ok_or(Error::too_large(size))?;
         let align = align.max(page).checked_next_power_of_two().unwrap_or(page);
         let base = self.backend.reserve(size, align)?;
         self.calls.reserves += 1;
