@@ -168,12 +168,7 @@ impl Allocator for Arena {
     }
 
     fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
-        block.check_device(self.inner.device())?;
-        let pool = self
-            .inner
-            .pool(block.stream)
-            .ok_or(Error::NotOwned { ptr: block.ptr })?;
-        pool.check(block)?;
+        self.inner.owner(block)?;
         if stream == block.stream {
             return Ok(());
         }

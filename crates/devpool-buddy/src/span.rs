@@ -3,7 +3,7 @@
 
 use crate::rounding::Rounding;
 use crate::tree::Tree;
-use devpool_core::{Gauge, Stats};
+use devpool_core::Tally;
 use devpool_vm::{PageLayer, RangeId};
 
 /// One span: a backend region, or a reserved range of the page layer.
@@ -22,57 +22,6 @@ impl Span {
     /// Bytes spanned.
     pub fn size(&self) -> u64 {
         1 << self.order
-    }
-}
-
-/// Counts of live blocks and bytes, kept under the pool's lock (plain adds: cheaper
-/// than atomics, and the lock is held anyway).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Tally {
-    /// Requested bytes of live blocks.
-    pub live: Gauge,
-    /// Granted bytes of live blocks.
-    pub granted: Gauge,
-    /// Live blocks.
-    pub blocks: Gauge,
-    /// Successful allocations.
-    pub allocations: u64,
-    /// Successful frees.
-    pub frees: u64,
-}
-
-#[inline]
-fn raise(g: &mut Gauge, v: u64) {
-    g.current += v;
-    g.peak = g.peak.max(g.current);
-}
-
-impl Tally {
-    /// A block of `requested` bytes was handed out with `granted` bytes.
-    #[inline]
-    pub fn on_alloc(&mut self, requested: u64, granted: u64) {
-        raise(&mut self.live, requested);
-        raise(&mut self.granted, granted);
-        raise(&mut self.blocks, 1);
-        self.allocations += 1;
-    }
-
-    /// A block came back.
-    #[inline]
-    pub fn on_free(&mut self, requested: u64, granted: u64) {
-        self.live.current -= requested;
-        self.granted.current -= granted;
-        self.blocks.current -= 1;
-        self.frees += 1;
-    }
-
-    /// Put these counts into `s`.
-    pub fn fill(&self, s: &mut Stats) {
-        s.live_bytes = self.live;
-        s.allocated_bytes = self.granted;
-        s.live_blocks = self.blocks;
-        s.allocations = self.allocations;
-        s.frees = self.frees;
     }
 }
 

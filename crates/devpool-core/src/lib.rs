@@ -56,7 +56,7 @@ pub use ordered::{StreamOrdered, DEFAULT_MAX_STREAMS};
 pub use parts::{ClassStats, Parts, Reuse, RouteStats};
 pub use reserved::ReservedRanges;
 pub use rng::Rng;
-pub use stats::{AtomicGauge, Counters, Gauge, Stats};
+pub use stats::{AtomicGauge, Counters, Gauge, Stats, Tally};
 pub use types::{
     align_up, excerpt, human_bytes, Block, DeviceId, DevicePtr, EventId, Request, StreamId, GIB,
     HANDLE_ROUTES, MIN_ALIGN, POOL_HANDLE_BITS, POOL_HANDLE_MASK,

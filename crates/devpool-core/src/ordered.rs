@@ -125,6 +125,18 @@ impl<P: Pool> StreamOrdered<P> {
         self.pools[self.keys.find(stream.0)?].get()
     }
 
+    /// The pool that owns `block`: the block is of this device, its stream has a pool,
+    /// and that pool knows it ([`Pool::check`]). What `record_stream` checks before
+    /// it records anything.
+    pub fn owner(&self, block: &Block) -> Result<&P> {
+        block.check_device(self.device)?;
+        let pool = self
+            .pool(block.stream)
+            .ok_or(Error::NotOwned { ptr: block.ptr })?;
+        pool.check(block)?;
+        Ok(pool)
+    }
+
     /// The pool of `stream`, made now if it is the stream's first allocation.
     #[cold]
     fn pool_or_create(&self, stream: StreamId) -> Result<&P> {
@@ -391,11 +403,7 @@ impl<P: Pool> Allocator for StreamOrdered<P> {
     }
 
     fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
-        block.check_device(self.device)?;
-        let pool = self
-            .pool(block.stream)
-            .ok_or(Error::NotOwned { ptr: block.ptr })?;
-        pool.check(block)?;
+        self.owner(block)?;
         if stream == block.stream {
             return Ok(());
         }

@@ -209,3 +209,55 @@ impl Counters {
         self.blocks.reset_peak();
     }
 }
+
+/// Counts of a pool's live blocks and bytes, kept under the pool's own lock (plain
+/// adds: cheaper than atomics, and the lock is held anyway). [`Counters`] is the same
+/// with atomics, for pools without a lock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tally {
+    /// Requested bytes of live blocks.
+    pub live: Gauge,
+    /// Granted bytes of live blocks.
+    pub granted: Gauge,
+    /// Live blocks.
+    pub blocks: Gauge,
+    /// Successful allocations.
+    pub allocations: u64,
+    /// Successful frees.
+    pub frees: u64,
+}
+
+#[inline]
+fn raise_gauge(g: &mut Gauge, v: u64) {
+    g.current += v;
+    g.peak = g.peak.max(g.current);
+}
+
+impl Tally {
+    /// A block of `requested` bytes was handed out with `granted` bytes.
+    #[inline]
+    pub fn on_alloc(&mut self, requested: u64, granted: u64) {
+        raise_gauge(&mut self.live, requested);
+        raise_gauge(&mut self.granted, granted);
+        raise_gauge(&mut self.blocks, 1);
+        self.allocations += 1;
+    }
+
+    /// A block came back.
+    #[inline]
+    pub fn on_free(&mut self, requested: u64, granted: u64) {
+        self.live.current -= requested;
+        self.granted.current -= granted;
+        self.blocks.current -= 1;
+        self.frees += 1;
+    }
+
+    /// Put these counts into `s`.
+    pub fn fill(&self, s: &mut Stats) {
+        s.live_bytes = self.live;
+        s.allocated_bytes = self.granted;
+        s.live_blocks = self.blocks;
+        s.allocations = self.allocations;
+        s.frees = self.frees;
+    }
+}

@@ -9,7 +9,7 @@ use crate::stats::RingDetail;
 use crate::unit::{Source, Unit};
 use devpool_core::{
     align_up, Backend, Block, Counters, DeviceId, DevicePtr, Error, Gauge, IntoBackend, OomInfo,
-    Pool, Request, Result, Stats, StreamId, MIN_ALIGN,
+    Pool, Request, Result, Stats, StreamId, Tally, MIN_ALIGN,
 };
 use devpool_vm::{PageLayer, VmConfig};
 use parking_lot::Mutex;
@@ -62,12 +62,6 @@ fn lookup(g: &Inner, block: &Block) -> Result<(usize, u64)> {
     Ok((ui, seq))
 }
 
-#[inline]
-fn up(g: &mut Gauge, v: u64) {
-    g.current += v;
-    g.peak = g.peak.max(g.current);
-}
-
 /// What only the lock holder touches.
 #[derive(Default)]
 struct Inner {
@@ -76,11 +70,7 @@ struct Inner {
     /// The page layer of the rings in virtual memory (made with the first one).
     vm: Option<PageLayer>,
     next_tag: u8,
-    live: Gauge,
-    granted: Gauge,
-    blocks: Gauge,
-    allocations: u64,
-    frees: u64,
+    tally: Tally,
     events: Events,
     /// Streams each live block was declared used on, by handle.
     recorded: HashMap<u64, Vec<StreamId>>,
@@ -136,7 +126,8 @@ struct Inner {
 pub struct RingPool {
     backend: Arc<dyn Backend>,
     cfg: RingConfig,
-    virt: bool,
+    /// The mode in force: virtual only where the backend has virtual memory.
+    mode: RingMode,
     page: u64,
     capacity: u64,
     reserve: u64,
@@ -171,7 +162,11 @@ impl RingPool {
         })
         .max(capacity);
         RingPool {
-            virt: cfg.mode == RingMode::Virtual && backend.supports_virtual(),
+            mode: if cfg.mode == RingMode::Virtual && backend.supports_virtual() {
+                RingMode::Virtual
+            } else {
+                RingMode::Region
+            },
             device: backend.device(),
             backend,
             cfg,
@@ -191,11 +186,13 @@ impl RingPool {
 
     /// The memory in use: [`RingMode::Virtual`] only where the backend has it.
     pub fn mode(&self) -> RingMode {
-        if self.virt {
-            RingMode::Virtual
-        } else {
-            RingMode::Region
-        }
+        self.mode
+    }
+
+    /// Whether the ring lives in virtual memory.
+    #[inline]
+    fn virt(&self) -> bool {
+        self.mode == RingMode::Virtual
     }
 
     #[inline]
@@ -211,7 +208,7 @@ impl RingPool {
         while g.units.iter().any(|u| u.tag == tag) {
             tag = tag.wrapping_add(1);
         }
-        let unit = if self.virt {
+        let unit = if self.virt() {
             let vm = g.vm.get_or_insert_with(|| {
                 // Pages are mapped exactly as the ring reaches them, in physical
                 // chunks of up to 16 pages, and kept until trim lets them go.
@@ -318,7 +315,7 @@ impl RingPool {
         if grow && g.units.len() < MAX_RINGS {
             self.open(g, size, align)?;
             g.grows += 1;
-            if self.virt {
+            if self.virt() {
                 if let Err(e) = self.grow_top(g, size, align, None) {
                     // Give the new ring back: nothing changed.
                     let _ = self.close_unit(g, g.units.len() - 1);
@@ -383,7 +380,7 @@ impl RingPool {
     /// Device bytes held now and at peak: the page layer's mapped pages (those still
     /// retiring included), or the regions.
     fn held(&self, g: &Inner) -> Gauge {
-        match (&g.vm, self.virt) {
+        match (&g.vm, self.virt()) {
             (Some(vm), true) => vm.held(),
             (None, true) => Gauge::default(),
             (_, false) => self.counters.snapshot().reserved_bytes,
@@ -425,10 +422,7 @@ impl RingPool {
                 .free(seq, ptr, size, req, !waits.is_empty())?;
             g.recorded.remove(&block.handle);
         }
-        g.live.current -= req;
-        g.granted.current -= size;
-        g.blocks.current -= 1;
-        g.frees += 1;
+        g.tally.on_free(req, size);
         if ui + 1 < g.units.len() && g.units[ui].place.is_empty() {
             // An older ring drained: give it back (a failure leaves it for later).
             self.close_drained(g, &mut None);
@@ -543,8 +537,8 @@ impl RingPool {
         let (free, total) = self.backend.mem_info().unwrap_or((0, 0));
         Error::OutOfMemory(Box::new(OomInfo {
             requested: req.size,
-            live: g.live.current,
-            cached: reserved.saturating_sub(g.granted.current),
+            live: g.tally.live.current,
+            cached: reserved.saturating_sub(g.tally.granted.current),
             reserved,
             backend_free: free,
             backend_total: total,
@@ -563,10 +557,7 @@ impl RingPool {
         size: u64,
         (tag, ptr, seq): (u8, u64, u64),
     ) -> Block {
-        up(&mut g.live, req.size as u64);
-        up(&mut g.granted, size);
-        up(&mut g.blocks, 1);
-        g.allocations += 1;
+        g.tally.on_alloc(req.size as u64, size);
         g.last_refused = false;
         req.granted(DevicePtr(ptr), size as usize, self.device, handle(tag, seq))
     }
@@ -644,16 +635,13 @@ impl Pool for RingPool {
 
     fn stats(&self) -> Stats {
         let g = self.inner.lock();
-        Stats {
-            live_bytes: g.live,
-            allocated_bytes: g.granted,
-            live_blocks: g.blocks,
-            allocations: g.allocations,
-            frees: g.frees,
+        let mut s = Stats {
             reserved_bytes: self.held(&g),
             backend_calls: self.backend_calls(&g),
             ..Stats::default()
-        }
+        };
+        g.tally.fill(&mut s);
+        s
     }
 
     /// Retire everything the tail can (waiting for the events of blocks freed on other

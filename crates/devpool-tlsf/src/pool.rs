@@ -5,7 +5,7 @@ use crate::index::{Index, State};
 use crate::span::Span;
 use devpool_core::{
     Backend, Block, Counters, DeviceId, DevicePtr, Error, Gauge, IntoBackend, Pool, Request,
-    Result, Stats, StreamOrdered,
+    Result, Stats, StreamOrdered, Tally,
 };
 use devpool_vm::{CachePolicy, PageLayer};
 use parking_lot::Mutex;
@@ -29,11 +29,7 @@ pub(crate) struct Inner {
     pub policy: CachePolicy,
     /// Requested bytes, granted bytes and blocks, live, with their peaks; and counts
     /// of allocations and frees.
-    pub live: Gauge,
-    pub granted: Gauge,
-    pub blocks: Gauge,
-    pub allocations: u64,
-    pub frees: u64,
+    pub tally: Tally,
 }
 
 /// A TLSF pool serving one stream. See the [crate docs](crate).
@@ -121,11 +117,7 @@ impl TlsfPool {
                 spans: Vec::new(),
                 vm: PageLayer::new(backend.clone(), cfg.pages.clone()),
                 policy: CachePolicy::new(&cfg.pages),
-                live: Gauge::default(),
-                granted: Gauge::default(),
-                blocks: Gauge::default(),
-                allocations: 0,
-                frees: 0,
+                tally: Tally::default(),
             }),
             cfg,
             backend,
@@ -192,12 +184,6 @@ impl TlsfPool {
     }
 }
 
-#[inline]
-fn up(g: &mut Gauge, v: u64) {
-    g.current += v;
-    g.peak = g.peak.max(g.current);
-}
-
 impl Pool for TlsfPool {
     fn allocate(&self, req: &Request) -> Result<Block> {
         let align = req.effective_align()?;
@@ -245,10 +231,7 @@ impl Pool for TlsfPool {
         }
         g.index.carve(i, addr - n.addr, size, req.size as u64);
         let gen = g.index.node(i).gen as u64 & GEN_MASK;
-        up(&mut g.live, req.size as u64);
-        up(&mut g.granted, size);
-        up(&mut g.blocks, 1);
-        g.allocations += 1;
+        g.tally.on_alloc(req.size as u64, size);
         self.tick(&mut g);
         drop(g);
         Ok(req.granted(
@@ -269,10 +252,7 @@ impl Pool for TlsfPool {
         } else {
             g.policy.on_free(n.size);
         }
-        g.live.current -= n.requested;
-        g.granted.current -= n.size;
-        g.blocks.current -= 1;
-        g.frees += 1;
+        g.tally.on_free(n.requested, n.size);
         self.tick(&mut g);
         Ok(())
     }
@@ -285,16 +265,13 @@ impl Pool for TlsfPool {
     fn stats(&self) -> Stats {
         let g = self.inner.lock();
         let c = self.counters.snapshot();
-        Stats {
-            live_bytes: g.live,
-            allocated_bytes: g.granted,
-            live_blocks: g.blocks,
-            allocations: g.allocations,
-            frees: g.frees,
+        let mut s = Stats {
             reserved_bytes: self.reserved(&g),
             backend_calls: c.backend_calls + g.vm.backend_calls(),
             ..c
-        }
+        };
+        g.tally.fill(&mut s);
+        s
     }
 
     fn trim(&self) -> Result<usize> {
