@@ -10,8 +10,8 @@
 //!   (exact-size accounting, as a slab would come close to), larger ones to TLSF.
 //!
 //! ```sh
-//! cargo run --release -p devpool-tlsf --example trace_frag
-//! cargo run --release -p devpool-tlsf --example trace_frag -- --batch 8 --floor-mib 16 --fraction 0.002
+//! cargo run --release -p devpool-tlsf --example tlsf_trace_frag
+//! cargo run --release -p devpool-tlsf --example tlsf_trace_frag -- --batch 8 --floor-mib 16 --fraction 0.002
 //! ```
 //!
 //! With the default settings (2-core machine, mock backend), peak held over peak

@@ -8,7 +8,7 @@
 //! variants.
 //!
 //! ```sh
-//! cargo run --release -p devpool-buddy --example trace_frag [TRACE_DIR]
+//! cargo run --release -p devpool-buddy --example buddy_trace_frag [TRACE_DIR]
 //! ```
 
 use devpool_buddy::{buddy, BuddyConfig, VmConfig};
