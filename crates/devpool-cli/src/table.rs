@@ -23,7 +23,7 @@ pub fn table(reports: &[ReplayReport]) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "{:<22} {:<17} {:>7} {:>11} {:>11} {:>10} {:>6} {:>9} {:>9} {:>9} {:>9}",
+        "{:<22} {:<17} {:>7} {:>11} {:>11} {:>10} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "trace",
         "strategy",
         "frag",
@@ -32,6 +32,7 @@ pub fn table(reports: &[ReplayReport]) -> String {
         "rounding",
         "failed",
         "calls/kop",
+        "drv alloc",
         "alloc p50",
         "alloc p99",
         "free p50"
@@ -44,7 +45,7 @@ pub fn table(reports: &[ReplayReport]) -> String {
         last = &r.trace;
         let _ = writeln!(
             t,
-            "{:<22} {:<17} {:>7} {:>11} {:>11} {:>10} {:>6} {:>9.2} {:>7} ns {:>6} ns {:>6} ns",
+            "{:<22} {:<17} {:>7} {:>11} {:>11} {:>10} {:>6} {:>9.2} {:>8.2}% {:>7} ns {:>6} ns {:>6} ns",
             r.trace,
             r.strategy,
             frag(r),
@@ -53,11 +54,16 @@ pub fn table(reports: &[ReplayReport]) -> String {
             human_bytes(r.rounding_waste_at_peak),
             r.failed_allocations,
             r.backend.per_1000_ops.memory_calls,
+            r.allocations_calling_backend_pct(),
             r.latency.alloc.median_ns,
             r.latency.alloc.p99_ns,
             r.latency.free.median_ns,
         );
     }
+    t.push_str(
+        "drv alloc = allocations that took or gave back memory through the backend (on a \
+         GPU, they wait for the driver; above 1%, alloc p99 is one of them)\n",
+    );
     if reports.iter().any(|r| frag(r).ends_with('*')) {
         t.push_str(
             "* allocations failed: the strategy did not run the whole trace, and its ratio \

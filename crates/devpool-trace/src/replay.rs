@@ -219,11 +219,15 @@ pub fn replay_events<E>(
                     }
                 }
                 let req = Request::new(ev.size).on_stream(stream);
+                let memory_calls = backend.counters().memory_calls();
                 let result = timed(measure, overhead, &mut alloc_ns, || alloc.allocate(req));
                 calls += 1;
                 match result {
                     Ok(block) => {
                         r.allocations += 1;
+                        if backend.counters().memory_calls() != memory_calls {
+                            r.allocations_calling_backend += 1;
+                        }
                         bytes.add(&block);
                         r.peak_live_bytes = r.peak_live_bytes.max(bytes.live);
                         slots.insert(ev.ptr, Slot::Live(block));

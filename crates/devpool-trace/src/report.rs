@@ -21,6 +21,12 @@ pub struct ReplayReport {
     pub allocations: u64,
     /// Successful frees of blocks the trace freed.
     pub frees: u64,
+    /// Allocations during which the allocator took or gave back device memory
+    /// through the backend (a region, map or unmap call): on a GPU, the allocations
+    /// that wait for the driver. When they are more than 1% of allocations, the
+    /// allocation p99 is one of them.
+    #[serde(default)]
+    pub allocations_calling_backend: u64,
     /// The most requested bytes live at once.
     pub peak_live_bytes: u64,
     /// The most device bytes the backend held at once, what the allocator held before
@@ -75,6 +81,18 @@ pub struct ReplayReport {
     pub timeline: Vec<TimelinePoint>,
     /// Wall-clock time of the whole replay, in milliseconds.
     pub wall_ms: f64,
+}
+
+impl ReplayReport {
+    /// [`allocations_calling_backend`](Self::allocations_calling_backend) in percent
+    /// of successful allocations (0 when there were none).
+    pub fn allocations_calling_backend_pct(&self) -> f64 {
+        if self.allocations == 0 {
+            0.0
+        } else {
+            100.0 * self.allocations_calling_backend as f64 / self.allocations as f64
+        }
+    }
 }
 
 /// Latency figures of one kind of call, in nanoseconds.

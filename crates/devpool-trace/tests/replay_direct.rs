@@ -40,6 +40,8 @@ fn bundled_traces_on_direct() {
         assert!(r.peak_reserved_bytes >= r.peak_live_bytes);
         // The direct allocator makes one region per block and frees it with the block.
         assert_eq!(r.backend.region_allocs, r.allocations);
+        assert_eq!(r.allocations_calling_backend, r.allocations);
+        assert_eq!(r.allocations_calling_backend_pct(), 100.0);
         assert_eq!(r.backend.region_frees, r.frees);
         assert_eq!(r.backend.per_1000_ops.memory_calls, 1000.0);
         assert_eq!(r.backend.pages_mapped, 0);
@@ -249,6 +251,67 @@ fn reserved_bytes_come_from_the_backend() {
     assert_eq!(r.allocator_peak_reserved, 0);
     assert_eq!(r.peak_reserved_bytes, reference.peak_reserved_bytes);
     assert_eq!(r.timeline, reference.timeline);
+}
+
+/// Keeps freed blocks and hands one out again for a request of the same size; only
+/// the requests it cannot serve so (`misses`) reach the allocator below.
+struct Spares<A> {
+    below: A,
+    spare: Mutex<Vec<Block>>,
+    misses: AtomicU64,
+}
+
+impl<A: Allocator> Allocator for Spares<A> {
+    fn name(&self) -> &str {
+        "spares"
+    }
+    fn backend(&self) -> &Arc<dyn Backend> {
+        self.below.backend()
+    }
+    fn allocate(&self, req: Request) -> devpool_core::Result<Block> {
+        let mut spare = self.spare.lock().unwrap();
+        if let Some(i) = spare.iter().position(|b| b.requested == req.size) {
+            return Ok(spare.swap_remove(i));
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        self.below.allocate(req)
+    }
+    fn deallocate(&self, block: Block, _: StreamId) -> devpool_core::Result<()> {
+        self.spare.lock().unwrap().push(block);
+        Ok(())
+    }
+    fn record_stream(&self, block: &Block, stream: StreamId) -> devpool_core::Result<()> {
+        self.below.record_stream(block, stream)
+    }
+    fn stats(&self) -> Stats {
+        self.below.stats()
+    }
+    fn trim(&self) -> devpool_core::Result<usize> {
+        self.below.trim()
+    }
+}
+
+#[test]
+fn allocations_calling_the_backend_are_those_the_pool_could_not_serve() {
+    let trace = bundled("resnet50_train.csv.gz");
+    let spares = Spares {
+        below: direct(MockBackend::shared()),
+        spare: Mutex::new(Vec::new()),
+        misses: AtomicU64::new(0),
+    };
+    let r = replay(&trace, &spares, &ReplayOptions::default());
+    let misses = spares.misses.load(Ordering::Relaxed);
+    assert!(
+        misses > 0 && misses < r.allocations,
+        "{misses} of {}",
+        r.allocations
+    );
+    assert_eq!(r.allocations_calling_backend, misses);
+    let pct = 100.0 * misses as f64 / r.allocations as f64;
+    assert!((r.allocations_calling_backend_pct() - pct).abs() < 1e-9);
+    for b in spares.spare.into_inner().unwrap() {
+        spares.below.free(b).unwrap();
+    }
 }
 
 #[test]
