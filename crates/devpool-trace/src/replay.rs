@@ -225,8 +225,10 @@ pub fn replay_events<E>(
                 match result {
                     Ok(block) => {
                         r.allocations += 1;
-                        if backend.counters().memory_calls() != memory_calls {
+                        let made = backend.counters().memory_calls() - memory_calls;
+                        if made > 0 {
                             r.allocations_calling_backend += 1;
+                            r.memory_calls_in_allocations += made;
                         }
                         bytes.add(&block);
                         r.peak_live_bytes = r.peak_live_bytes.max(bytes.live);

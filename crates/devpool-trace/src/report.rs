@@ -27,6 +27,11 @@ pub struct ReplayReport {
     /// allocation p99 is one of them.
     #[serde(default)]
     pub allocations_calling_backend: u64,
+    /// Backend memory calls made inside those allocations (of
+    /// [`backend.memory_calls`](BackendCallsSummary::memory_calls) in all; the rest
+    /// were made inside frees, off the allocation path).
+    #[serde(default)]
+    pub memory_calls_in_allocations: u64,
     /// The most requested bytes live at once.
     pub peak_live_bytes: u64,
     /// The most device bytes the backend held at once, what the allocator held before

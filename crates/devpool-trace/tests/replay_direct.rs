@@ -41,6 +41,7 @@ fn bundled_traces_on_direct() {
         // The direct allocator makes one region per block and frees it with the block.
         assert_eq!(r.backend.region_allocs, r.allocations);
         assert_eq!(r.allocations_calling_backend, r.allocations);
+        assert_eq!(r.memory_calls_in_allocations, r.backend.region_allocs);
         assert_eq!(r.allocations_calling_backend_pct(), 100.0);
         assert_eq!(r.backend.region_frees, r.frees);
         assert_eq!(r.backend.per_1000_ops.memory_calls, 1000.0);
@@ -307,6 +308,9 @@ fn allocations_calling_the_backend_are_those_the_pool_could_not_serve() {
         r.allocations
     );
     assert_eq!(r.allocations_calling_backend, misses);
+    // Each miss made one region; the spares give none back during the replay.
+    assert_eq!(r.memory_calls_in_allocations, misses);
+    assert_eq!(r.backend.region_frees, 0, "the spares keep what is freed");
     let pct = 100.0 * misses as f64 / r.allocations as f64;
     assert!((r.allocations_calling_backend_pct() - pct).abs() < 1e-9);
     for b in spares.spare.into_inner().unwrap() {
