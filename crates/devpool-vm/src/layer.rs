@@ -381,10 +381,14 @@ impl PageLayer {
             let _ = self.enforce(0);
             let _ = self.sweep_moved(false);
         }
-        if !self.retire.is_empty() {
+        // Now and then, unmap what waits for streams that have passed: retiring
+        // chunks, and the old addresses of memory that moved (so that a block rarely
+        // lands on one and has to unmap it first).
+        if !self.retire.is_empty() || !self.retire.moved.is_empty() {
             self.since_poll += 1;
             if self.since_poll >= POLL_EVERY {
                 let _ = self.poll(false);
+                let _ = self.sweep_moved(false);
             }
         }
     }

@@ -20,8 +20,8 @@ pub(crate) struct Pending {
 pub(crate) struct Retire {
     /// Chunks the policy gives back.
     pub queue: VecDeque<Pending>,
-    /// Old addresses of chunks whose memory moved: they hold no memory, so they are
-    /// unmapped lazily, many at once (fewer calls), or when a block needs them.
+    /// Old addresses of chunks whose memory moved: they hold no memory, and are
+    /// unmapped on frees once their streams have passed, or when a block needs them.
     pub moved: VecDeque<Pending>,
     pub spare: Vec<EventId>,
 }

@@ -14,9 +14,11 @@
 //! back: it is still mapped.
 //!
 //! The old addresses of memory that moved (see [`moves`](crate::moves)) retire on a
-//! queue of their own: they hold no memory, so they are unmapped lazily, all that
-//! are ready at once at the end of a window. While any wait, the policy gives no
-//! chunk back: the memory of a chunk may still be mapped at an old address too.
+//! queue of their own: they hold no memory, and are unmapped on the free path, with
+//! the retiring chunks, once their streams have passed. A block that lands on one
+//! before then unmaps the chunks under it (waiting for their streams), and no others.
+//! While any wait, the policy gives no chunk back: the memory of a chunk may still be
+//! mapped at an old address too.
 
 use crate::layer::{at, PageLayer, RangeId};
 use crate::queue::{Pending, Queue};
@@ -100,17 +102,35 @@ impl PageLayer {
     }
 
     /// Unmap the moved pages under `[p0, p1)` of range `r` now, waiting for their
-    /// streams (a block is about to land there).
+    /// streams (a block is about to land there). Only the chunks under those pages
+    /// go now; the other old addresses queued with them stay for the sweep on the
+    /// free path, so that an allocation pays for no unmap it does not need.
     pub(crate) fn flush_moved(&mut self, r: RangeId, p0: usize, p1: usize) -> Result<()> {
-        while self.range(r)?.moved.count(p0, p1) > 0 {
-            if self.retire.moved.is_empty() {
-                return Err(Error::Unsupported("moved pages with nothing queued"));
+        let under = |c: &(RangeId, usize, usize)| c.0 == r && c.1 < p1 && c.2 > p0;
+        let mut first_err: Option<Error> = None;
+        let mut chunks = Vec::new();
+        let mut k = 0;
+        while k < self.retire.moved.len() {
+            if self.retire.moved[k].chunks.iter().any(under) {
+                if let Some(e) = self.settle(Queue::Moved, k, true).1 {
+                    first_err.get_or_insert(e);
+                }
+                let p = &mut self.retire.moved[k];
+                chunks.extend(p.chunks.extract_if(.., |c| under(c)));
+                if p.chunks.is_empty() {
+                    let mut p = self.retire.moved.remove(k).expect("entry k exists");
+                    self.retire.spare.append(&mut p.events);
+                    continue;
+                }
             }
-            let (chunks, err) = self.take_done(Queue::Moved, true, 1);
-            let (_, err2) = self.unmap_chunks(chunks);
-            if let Some(e) = err.or(err2) {
-                return Err(e);
-            }
+            k += 1;
+        }
+        let (_, err) = self.unmap_chunks(chunks);
+        if let Some(e) = first_err.or(err) {
+            return Err(e);
+        }
+        if self.range(r)?.moved.count(p0, p1) > 0 {
+            return Err(Error::Unsupported("moved pages with nothing queued"));
         }
         Ok(())
     }
@@ -205,10 +225,40 @@ impl PageLayer {
         }
     }
 
+    /// Whether the events of entry `k` of queue `q` have completed (waiting for them
+    /// when `wait`; recording them first if they could not be recorded before), and
+    /// the first error. A broken event does not hold pages forever: when waiting, it
+    /// counts as done (as in the stream-ordered layer), and the error is reported.
+    fn settle(&mut self, q: Queue, k: usize, wait: bool) -> (bool, Option<Error>) {
+        let mut first_err: Option<Error> = None;
+        if !self.retire.get(q)[k].recorded {
+            match self.record_events() {
+                Ok(ev) => {
+                    let entry = &mut self.retire.get(q)[k];
+                    entry.events = ev;
+                    entry.recorded = true;
+                }
+                Err(e) if wait => {
+                    // No event to wait for: wait for the streams themselves.
+                    for i in 0..self.streams.len() {
+                        let _ = self.backend.synchronize(self.streams[i]);
+                    }
+                    first_err.get_or_insert(e);
+                }
+                Err(e) => return (false, Some(e)),
+            }
+        }
+        let passed =
+            devpool_core::events_passed(&*self.backend, &self.retire.get(q)[k].events, wait);
+        self.calls.waits += passed.waited as u64;
+        if let Some(err) = passed.error {
+            first_err.get_or_insert(err.into());
+        }
+        (passed.done, first_err)
+    }
+
     /// Take up to `max` entries from the front of queue `q` whose events have
     /// completed (waiting for them when `wait`): their chunks, and the first error.
-    /// A broken event does not hold pages forever: when waiting, it counts as done
-    /// (as in the stream-ordered layer), and the error is reported.
     fn take_done(
         &mut self,
         q: Queue,
@@ -218,37 +268,12 @@ impl PageLayer {
         let mut chunks = Vec::new();
         let mut first_err: Option<Error> = None;
         let mut taken = 0;
-        while taken < max {
-            let Some(front) = self.retire.get(q).front() else {
-                break;
-            };
-            if !front.recorded {
-                match self.record_events() {
-                    Ok(ev) => {
-                        let f = self.retire.get(q).front_mut().expect("front exists");
-                        f.events = ev;
-                        f.recorded = true;
-                    }
-                    Err(e) if wait => {
-                        // No event to wait for: wait for the streams themselves.
-                        for i in 0..self.streams.len() {
-                            let _ = self.backend.synchronize(self.streams[i]);
-                        }
-                        first_err.get_or_insert(e);
-                    }
-                    Err(e) => {
-                        first_err.get_or_insert(e);
-                        break;
-                    }
-                }
+        while taken < max && !self.retire.get(q).is_empty() {
+            let (done, err) = self.settle(q, 0, wait);
+            if let Some(e) = err {
+                first_err.get_or_insert(e);
             }
-            let front = self.retire.get(q).front().expect("front exists");
-            let passed = devpool_core::events_passed(&*self.backend, &front.events, wait);
-            self.calls.waits += passed.waited as u64;
-            if let Some(err) = passed.error {
-                first_err.get_or_insert(err.into());
-            }
-            if !passed.done {
+            if !done {
                 break;
             }
             let mut p = self.retire.get(q).pop_front().expect("front exists");

@@ -371,3 +371,59 @@ fn a_stream_destroyed_after_its_frees_does_not_stop_unmapping() {
     assert_eq!(held(&mock), 0);
     assert_eq!(vm.detail().streams_dropped, 1);
 }
+
+#[test]
+fn a_block_on_moved_pages_unmaps_only_them_and_the_rest_go_on_frees() {
+    let mock = MockBackend::shared_with(MockConfig::default().manual_events());
+    let s = mock.create_stream().unwrap();
+    let cfg = VmConfig::default()
+        .cache(1 << 30, 0.0)
+        .map_batch_pages(1)
+        .chunk_pages(1)
+        .chunk_divisor(1);
+    let (mut vm, r, page) = layer(&mock, cfg, 64);
+    let b = vm.base(r);
+    let room = (b, b + 64 * page);
+    let low = (b, b + 3 * page / 2);
+    let high = (b + 40 * page, b + 46 * page);
+    vm.acquire(r, low, room).unwrap();
+    vm.acquire(r, high, (high.0, room.1)).unwrap();
+    vm.release(r, high, s);
+    // Five pages at 10..15: the cache's memory moves there, one page per chunk; the
+    // old addresses wait for stream s.
+    let mid = (b + 10 * page, b + 15 * page);
+    vm.acquire(r, mid, (mid.0, b + 40 * page)).unwrap();
+    let moved = vm.detail().moved_pages;
+    assert!(moved >= 2, "{}", vm.detail());
+    // A block on one old address: that page's chunk is unmapped (waiting for s),
+    // and no other.
+    let q = (40..46)
+        .find(|&q| vm.missing(r, b + q * page, b + (q + 1) * page) == 1)
+        .expect("a page moved away");
+    let onto = (b + q * page, b + (q + 1) * page);
+    let unmapped = mock.counters().pages_unmapped;
+    vm.acquire(r, onto, (onto.0, b + 64 * page)).unwrap();
+    assert_eq!(mock.counters().pages_unmapped - unmapped, 1);
+    assert!(vm.detail().moved_pages > 0, "{}", vm.detail());
+    vm.verify([(r, low.0, low.1), (r, mid.0, mid.1), (r, onto.0, onto.1)])
+        .unwrap();
+    // The other old addresses go on frees once s has passed, with no allocation.
+    mock.complete_stream(s);
+    // A block that shares low's last page: freeing it maps or unmaps nothing itself.
+    let shared = (b + 3 * page / 2, b + 2 * page);
+    for _ in 0..16 {
+        let before = mock.counters().pages_unmapped;
+        vm.acquire(r, shared, room).unwrap();
+        assert_eq!(
+            mock.counters().pages_unmapped,
+            before,
+            "no unmap on allocation"
+        );
+        vm.release(r, shared, S);
+    }
+    assert_eq!(vm.detail().moved_pages, 0, "{}", vm.detail());
+    assert!(mock.counters().pages_unmapped - unmapped >= moved);
+    vm.verify([(r, low.0, low.1), (r, mid.0, mid.1), (r, onto.0, onto.1)])
+        .unwrap();
+    assert_eq!(vm.held().current, held(&mock));
+}
