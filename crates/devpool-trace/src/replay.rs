@@ -187,6 +187,8 @@ pub fn replay_events<E>(
     let mut streams = Streams::default();
     let mut calls = 0u64;
     let mut sampled_peak = 0u64;
+    // The backend's memory calls before the event's allocation, when it succeeded.
+    let mut calls_before_allocation = None;
 
     let before = backend.counters();
     // Everything the backend holds counts, what the allocator took when it was built
@@ -225,11 +227,7 @@ pub fn replay_events<E>(
                 match result {
                     Ok(block) => {
                         r.allocations += 1;
-                        let made = backend.counters().memory_calls() - memory_calls;
-                        if made > 0 {
-                            r.allocations_calling_backend += 1;
-                            r.memory_calls_in_allocations += made;
-                        }
+                        calls_before_allocation = Some(memory_calls);
                         bytes.add(&block);
                         r.peak_live_bytes = r.peak_live_bytes.max(bytes.live);
                         slots.insert(ev.ptr, Slot::Live(block));
@@ -264,7 +262,16 @@ pub fn replay_events<E>(
             Action::AllocateFailure => {}
         }
 
-        let reserved = backend.counters().bytes_in_use.current;
+        // Nothing between the allocation and this reading calls the backend.
+        let counters = backend.counters();
+        if let Some(before) = calls_before_allocation.take() {
+            let made = counters.memory_calls() - before;
+            if made > 0 {
+                r.allocations_calling_backend += 1;
+                r.memory_calls_in_allocations += made;
+            }
+        }
+        let reserved = counters.bytes_in_use.current;
         let waste = bytes.granted.saturating_sub(bytes.live);
         r.peak_rounding_waste = r.peak_rounding_waste.max(waste);
         if reserved > sampled_peak || i == 0 {
