@@ -7,9 +7,12 @@
 use crate::error::{CliError, Result};
 use crate::inputs::{default_traces, label, plot_names, Input};
 use crate::table::{table, trace_warning};
-use crate::target::{build, fresh_backend, strategies};
+use crate::target::{build, fresh_backend, strategies, Target};
+use crate::time_table::time_table;
 use crate::BackendArgs;
-use devpool_trace::{open_trace, plot_timelines, replay_events, ReplayOptions, ReplayReport};
+use devpool_trace::{
+    open_trace, plot_timelines, replay_events, DriverCall, ReplayOptions, ReplayReport,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 
@@ -33,8 +36,23 @@ fn run_one(
     });
     let target = fresh_backend(args)?;
     let alloc = build(strategy, &target)?;
+    if let Target::Cuda(c) = &target {
+        c.reset_driver_times();
+    }
     let mut r = replay_events(&input.label, reader, &*alloc, &opts)?;
     r.strategy = strategy.to_string();
+    if let Target::Cuda(c) = &target {
+        r.driver_calls = c
+            .driver_times()
+            .into_iter()
+            .map(|t| DriverCall {
+                call: t.call.to_string(),
+                calls: t.calls,
+                total_ns: t.total_ns,
+                max_ns: t.max_ns,
+            })
+            .collect();
+    }
     if crate::target::BASELINES.contains(&strategy) && r.peak_reserved_bytes == 0 {
         // The driver's own pool holds its memory out of the backend's sight: take the
         // pool's own high-water mark.
@@ -129,6 +147,9 @@ pub fn compare(
         return Ok(!warnings.is_empty());
     }
     print!("{}", table(&all));
+    if all.iter().any(|r| !r.driver_calls.is_empty()) {
+        print!("\n{}", time_table(&all));
+    }
     println!(
         "\n{} replays of {} traces in {:.2} s on the {} backend; plots in {}/",
         all.len(),
@@ -180,6 +201,9 @@ pub fn replay_one(
         println!("{}", serde_json::to_string(&v)?);
     } else {
         print!("{}", table(std::slice::from_ref(&r)));
+        if !r.driver_calls.is_empty() {
+            print!("\n{}", time_table(std::slice::from_ref(&r)));
+        }
         println!(
             "\n{} events in {:.1} ms; {} allocations ({} failed), {} frees, {} live at the end; \
              trace faults: {} allocations at a live address, {} double frees, {} frees of \

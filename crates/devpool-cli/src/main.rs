@@ -12,6 +12,7 @@ mod live;
 mod reference;
 mod table;
 mod target;
+mod time_table;
 
 use clap::{Parser, Subcommand};
 use devpool::BackendKind;

@@ -3,6 +3,7 @@
 
 use crate::driver::{self, check, raw_event, raw_stream, Context};
 use crate::peer::Peer;
+use crate::timing::{Call, DriverCallTime, DriverClock};
 use cudarc::driver::sys::{self, CUresult};
 use devpool_core::{
     Backend, BackendCounterCell, BackendCounters, BackendError, BackendResult, DeviceId, DevicePtr,
@@ -99,6 +100,8 @@ pub struct CudaBackend {
     /// `map`, so a new peer is never missed by a page being mapped.
     pub(crate) peers: RwLock<Vec<Peer>>,
     pub(crate) counters: BackendCounterCell,
+    /// Time spent in the driver's calls, per entry point.
+    pub(crate) clock: DriverClock,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -244,6 +247,7 @@ impl CudaBackend {
             streams: Mutex::new(HashSet::new()),
             peers: RwLock::new(Vec::new()),
             counters: BackendCounterCell::default(),
+            clock: DriverClock::default(),
         }))
     }
 
@@ -275,6 +279,28 @@ impl CudaBackend {
     /// The device's name, as the driver gives it ("NVIDIA H200").
     pub fn device_name(&self) -> &str {
         &self.device_name
+    }
+
+    /// Time spent inside the driver's memory, event and stream-wait calls of this
+    /// backend since it was made (or since [`reset_driver_times`](Self::reset_driver_times)),
+    /// per entry point, most time first; entry points never called are left out.
+    ///
+    /// ```
+    /// if let Ok(gpu) = devpool_cuda::CudaBackend::new(0) {
+    ///     use devpool_core::Backend;
+    ///     let p = gpu.alloc_region(1 << 20).unwrap();
+    ///     gpu.free_region(p, 1 << 20).unwrap();
+    ///     let t = gpu.driver_times();
+    ///     assert!(t.iter().any(|c| c.call == "cuMemAlloc" && c.calls == 1));
+    /// }
+    /// ```
+    pub fn driver_times(&self) -> Vec<DriverCallTime> {
+        self.clock.snapshot()
+    }
+
+    /// Start the times of [`driver_times`](Self::driver_times) again from zero.
+    pub fn reset_driver_times(&self) {
+        self.clock.reset()
     }
 
     /// The driver's device handle.
@@ -333,7 +359,9 @@ impl CudaBackend {
         let _cx = self.enter()?;
         // SAFETY: the event is live (checked under the lock, held for the call); the
         // stream is a handle of this context supplied by the caller.
-        let r = unsafe { sys::cuStreamWaitEvent(raw_stream(stream), raw_event(event), 0) };
+        let r = self.clock.time(Call::StreamWaitEvent, || unsafe {
+            sys::cuStreamWaitEvent(raw_stream(stream), raw_event(event), 0)
+        });
         check("cuStreamWaitEvent", r).map_err(|e| self.fail(e))
     }
 
@@ -341,7 +369,9 @@ impl CudaBackend {
         let mut p: sys::CUdeviceptr = 0;
         // SAFETY: the context is current (caller holds the guard); cuMemAlloc writes
         // one device pointer.
-        let r = unsafe { sys::cuMemAlloc_v2(&mut p, bytes) };
+        let r = self.clock.time(Call::MemAlloc, || unsafe {
+            sys::cuMemAlloc_v2(&mut p, bytes)
+        });
         if r != CUresult::CUDA_SUCCESS {
             return Err(self.driver_fail("cuMemAlloc", r, bytes));
         }
@@ -351,7 +381,10 @@ impl CudaBackend {
     fn raw_free(&self, base: u64) -> BackendResult<()> {
         // SAFETY: `base` came from cuMemAlloc and is freed once (the callers take it
         // out of the region table first, or never put it in); the context is current.
-        check("cuMemFree", unsafe { sys::cuMemFree_v2(base) }).map_err(|e| self.fail(e))
+        let r = self
+            .clock
+            .time(Call::MemFree, || unsafe { sys::cuMemFree_v2(base) });
+        check("cuMemFree", r).map_err(|e| self.fail(e))
     }
 }
 
@@ -504,10 +537,10 @@ impl Backend for CudaBackend {
         let _cx = self.enter()?;
         // SAFETY: the context is current; the stream is one of its handles (or 0, the
         // legacy default stream).
-        check("cuStreamSynchronize", unsafe {
+        let r = self.clock.time(Call::StreamSynchronize, || unsafe {
             sys::cuStreamSynchronize(raw_stream(stream))
-        })
-        .map_err(|e| self.fail(e))
+        });
+        check("cuStreamSynchronize", r).map_err(|e| self.fail(e))
     }
 
     fn synchronize_device(&self) -> BackendResult<()> {
@@ -520,10 +553,10 @@ impl Backend for CudaBackend {
         let mut e: sys::CUevent = std::ptr::null_mut();
         let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as c_uint;
         // SAFETY: the context is current; the driver writes one event handle.
-        check("cuEventCreate", unsafe {
+        let r = self.clock.time(Call::EventCreate, || unsafe {
             sys::cuEventCreate(&mut e, flags)
-        })
-        .map_err(|e| self.fail(e))?;
+        });
+        check("cuEventCreate", r).map_err(|e| self.fail(e))?;
         let id = e as usize as u64;
         self.events.write().insert(id);
         Ok(EventId(id))
@@ -536,10 +569,10 @@ impl Backend for CudaBackend {
         let _cx = self.enter()?;
         // SAFETY: the event was made by create_event and is destroyed once (taken out
         // of the table above).
-        check("cuEventDestroy", unsafe {
+        let r = self.clock.time(Call::EventDestroy, || unsafe {
             sys::cuEventDestroy_v2(raw_event(event))
-        })
-        .map_err(|e| self.fail(e))
+        });
+        check("cuEventDestroy", r).map_err(|e| self.fail(e))
     }
 
     fn record_event(&self, event: EventId, stream: StreamId) -> BackendResult<()> {
@@ -551,10 +584,10 @@ impl Backend for CudaBackend {
         let _cx = self.enter()?;
         // SAFETY: the event is live (the read lock keeps it from being destroyed
         // during the call); the stream is a handle of this context.
-        check("cuEventRecord", unsafe {
+        let r = self.clock.time(Call::EventRecord, || unsafe {
             sys::cuEventRecord(raw_event(event), raw_stream(stream))
-        })
-        .map_err(|e| self.fail(e))
+        });
+        check("cuEventRecord", r).map_err(|e| self.fail(e))
     }
 
     fn event_done(&self, event: EventId) -> BackendResult<bool> {
@@ -564,7 +597,9 @@ impl Backend for CudaBackend {
         }
         let _cx = self.enter()?;
         // SAFETY: the event is live while the read lock is held.
-        match unsafe { sys::cuEventQuery(raw_event(event)) } {
+        match self.clock.time(Call::EventQuery, || unsafe {
+            sys::cuEventQuery(raw_event(event))
+        }) {
             CUresult::CUDA_SUCCESS => Ok(true),
             CUresult::CUDA_ERROR_NOT_READY => Ok(false),
             r => Err(self.fail(driver::error("cuEventQuery", r))),
@@ -578,10 +613,10 @@ impl Backend for CudaBackend {
         }
         let _cx = self.enter()?;
         // SAFETY: the event is live while the read lock is held.
-        check("cuEventSynchronize", unsafe {
+        let r = self.clock.time(Call::EventSynchronize, || unsafe {
             sys::cuEventSynchronize(raw_event(event))
-        })
-        .map_err(|e| self.fail(e))
+        });
+        check("cuEventSynchronize", r).map_err(|e| self.fail(e))
     }
 
     fn memset(&self, ptr: DevicePtr, value: u8, len: usize, stream: StreamId) -> BackendResult<()> {

@@ -35,9 +35,11 @@ mod info;
 mod malloc;
 mod malloc_async;
 mod peer;
+mod timing;
 mod vmm;
 
 pub use backend::CudaBackend;
 pub use info::{device_count, device_info, driver_available, driver_version, DeviceInfo};
 pub use malloc::{cuda_malloc, MallocPool};
 pub use malloc_async::CudaMallocAsync;
+pub use timing::DriverCallTime;

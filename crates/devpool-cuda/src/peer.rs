@@ -170,6 +170,11 @@ impl CudaBackend {
     pub(crate) fn device_synchronize(&self) -> BackendResult<()> {
         let _cx = self.enter()?;
         // SAFETY: the context is current.
-        check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() }).map_err(|e| self.fail(e))
+        let r = self
+            .clock
+            .time(crate::timing::Call::CtxSynchronize, || unsafe {
+                sys::cuCtxSynchronize()
+            });
+        check("cuCtxSynchronize", r).map_err(|e| self.fail(e))
     }
 }

@@ -24,6 +24,7 @@
 
 use crate::backend::{page_prop, CudaBackend};
 use crate::driver::check;
+use crate::timing::Call;
 use cudarc::driver::sys::{self, CUresult};
 use devpool_core::{BackendCounterCell, BackendResult, DevicePtr};
 use std::ffi::c_void;
@@ -68,7 +69,9 @@ impl CudaBackend {
         let mut p: sys::CUdeviceptr = 0;
         // SAFETY: the context is current; size and alignment are granular; no fixed
         // address is asked for; the driver writes one pointer.
-        let r = unsafe { sys::cuMemAddressReserve(&mut p, size, align.max(g), 0, 0) };
+        let r = self.clock.time(Call::MemAddressReserve, || unsafe {
+            sys::cuMemAddressReserve(&mut p, size, align.max(g), 0, 0)
+        });
         if r != CUresult::CUDA_SUCCESS {
             return Err(self.driver_fail("cuMemAddressReserve", r, size));
         }
@@ -100,10 +103,10 @@ impl CudaBackend {
         let _cx = self.enter().map_err(undo)?;
         // SAFETY: a range reserved by this backend with nothing mapped in it, freed
         // once (taken out of the table above).
-        check("cuMemAddressFree", unsafe {
+        let r = self.clock.time(Call::MemAddressFree, || unsafe {
             sys::cuMemAddressFree(ptr.0, size)
-        })
-        .map_err(|e| undo(self.fail(e)))
+        });
+        check("cuMemAddressFree", r).map_err(|e| undo(self.fail(e)))
     }
 
     pub(crate) fn vm_map(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
@@ -203,10 +206,14 @@ impl CudaBackend {
                 if i < mapped {
                     // SAFETY: chunk `i` was mapped at `at` by this call and is unmapped
                     // once.
-                    let _ = unsafe { sys::cuMemUnmap(at, len) };
+                    let _ = self
+                        .clock
+                        .time(Call::MemUnmap, || unsafe { sys::cuMemUnmap(at, len) });
                 }
                 // SAFETY: `h` came from cuMemCreate in this call and is released once.
-                let _ = unsafe { sys::cuMemRelease(h) };
+                let _ = self
+                    .clock
+                    .time(Call::MemRelease, || unsafe { sys::cuMemRelease(h) });
             }
         };
         let mut at = start;
@@ -215,7 +222,9 @@ impl CudaBackend {
             // SAFETY: the context is current; `prop` describes pinned memory on this
             // device and `len` is a multiple of its granularity; the driver writes one
             // handle.
-            let r = unsafe { sys::cuMemCreate(&mut h, len, &prop, 0) };
+            let r = self.clock.time(Call::MemCreate, || unsafe {
+                sys::cuMemCreate(&mut h, len, &prop, 0)
+            });
             if r != CUresult::CUDA_SUCCESS {
                 undo(&made, made.len());
                 return Err(self.driver_fail("cuMemCreate", r, size));
@@ -223,7 +232,9 @@ impl CudaBackend {
             made.push((at, len, h));
             // SAFETY: `[at, at + len)` lies in a range reserved by this backend and
             // claimed by this call (so nothing is mapped there); `h` holds `len` bytes.
-            let r = unsafe { sys::cuMemMap(at, len, 0, h, 0) };
+            let r = self
+                .clock
+                .time(Call::MemMap, || unsafe { sys::cuMemMap(at, len, 0, h, 0) });
             if r != CUresult::CUDA_SUCCESS {
                 undo(&made, made.len() - 1);
                 return Err(self.driver_fail("cuMemMap", r, size));
@@ -234,7 +245,9 @@ impl CudaBackend {
         let access = self.access_list(peers);
         // SAFETY: every chunk of [start, start + size) was mapped above; the
         // descriptors are live for the call.
-        let r = unsafe { sys::cuMemSetAccess(start, size, access.as_ptr(), access.len()) };
+        let r = self.clock.time(Call::MemSetAccess, || unsafe {
+            sys::cuMemSetAccess(start, size, access.as_ptr(), access.len())
+        });
         if r != CUresult::CUDA_SUCCESS {
             undo(&made, made.len());
             return Err(self.driver_fail("cuMemSetAccess", r, size));
@@ -243,7 +256,9 @@ impl CudaBackend {
         for &(_, _, h) in &made {
             // SAFETY: `h` came from cuMemCreate in this call and is released once; its
             // mapping keeps the memory alive.
-            let r = unsafe { sys::cuMemRelease(h) };
+            let r = self
+                .clock
+                .time(Call::MemRelease, || unsafe { sys::cuMemRelease(h) });
             if r != CUresult::CUDA_SUCCESS && first_err.is_none() {
                 first_err = Some(r);
             }
@@ -253,7 +268,9 @@ impl CudaBackend {
             // unmap everything and report the failure.
             for &(at, len, _) in &made {
                 // SAFETY: every chunk was mapped by this call and is unmapped once.
-                let _ = unsafe { sys::cuMemUnmap(at, len) };
+                let _ = self
+                    .clock
+                    .time(Call::MemUnmap, || unsafe { sys::cuMemUnmap(at, len) });
             }
             return Err(self.driver_fail("cuMemRelease", r, size));
         }
@@ -363,7 +380,9 @@ impl CudaBackend {
             for &(at, len) in done {
                 // SAFETY: mapped by this call at `at`, unmapped once; the memory lives
                 // on at its source mapping.
-                let _ = unsafe { sys::cuMemUnmap(at, len) };
+                let _ = self
+                    .clock
+                    .time(Call::MemUnmap, || unsafe { sys::cuMemUnmap(at, len) });
             }
         };
         let mut at = start;
@@ -373,16 +392,22 @@ impl CudaBackend {
             // the table, which no unmap of it can pass while this call runs: the
             // page layer does not unmap what it is moving); the driver writes one
             // handle, retained until released below.
-            let r = unsafe { sys::cuMemRetainAllocationHandle(&mut h, src as *mut c_void) };
+            let r = self.clock.time(Call::MemRetainAllocationHandle, || unsafe {
+                sys::cuMemRetainAllocationHandle(&mut h, src as *mut c_void)
+            });
             if r != CUresult::CUDA_SUCCESS {
                 undo(&done);
                 return Err(self.driver_fail("cuMemRetainAllocationHandle", r, size));
             }
             // SAFETY: `[at, at + len)` lies in a reserved range claimed by this call;
             // `h` is the handle of an allocation of `len` bytes.
-            let r = unsafe { sys::cuMemMap(at, len, 0, h, 0) };
+            let r = self
+                .clock
+                .time(Call::MemMap, || unsafe { sys::cuMemMap(at, len, 0, h, 0) });
             // SAFETY: balances the retain above; the mappings keep the memory alive.
-            let rel = unsafe { sys::cuMemRelease(h) };
+            let rel = self
+                .clock
+                .time(Call::MemRelease, || unsafe { sys::cuMemRelease(h) });
             if r != CUresult::CUDA_SUCCESS {
                 undo(&done);
                 return Err(self.driver_fail("cuMemMap", r, size));
@@ -397,7 +422,9 @@ impl CudaBackend {
         let access = self.access_list(peers);
         // SAFETY: every page of [start, start + size) was mapped above; the
         // descriptors are live for the call.
-        let r = unsafe { sys::cuMemSetAccess(start, size, access.as_ptr(), access.len()) };
+        let r = self.clock.time(Call::MemSetAccess, || unsafe {
+            sys::cuMemSetAccess(start, size, access.as_ptr(), access.len())
+        });
         if r != CUresult::CUDA_SUCCESS {
             undo(&done);
             return Err(self.driver_fail("cuMemSetAccess", r, size));
@@ -427,7 +454,9 @@ impl CudaBackend {
             for &(s, len, _) in &maps {
                 // SAFETY: `[s, s + len)` is exactly one live mapping of this backend,
                 // taken out of the table by this call, so it is unmapped once.
-                let r = unsafe { sys::cuMemUnmap(s, len) };
+                let r = self
+                    .clock
+                    .time(Call::MemUnmap, || unsafe { sys::cuMemUnmap(s, len) });
                 if r != CUresult::CUDA_SUCCESS {
                     return Err(self.driver_fail("cuMemUnmap", r, size));
                 }

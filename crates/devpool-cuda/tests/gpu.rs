@@ -379,3 +379,113 @@ fn peer_access_and_copies_between_two_devices() {
     d0.free_region(region, 1 << 20).unwrap();
     d0.synchronize_device().unwrap();
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn driver_times_count_each_call_the_backend_makes() {
+    let b = gpu();
+    let g = b.granularity();
+    let range = b.reserve(8 * g, g).unwrap();
+    b.reset_driver_times();
+    // Three chunks: three creates, maps and releases, one grant of access.
+    b.map_chunks(range, &[g, 2 * g, g]).unwrap();
+    let calls = |name: &str| {
+        b.driver_times()
+            .iter()
+            .find(|t| t.call == name)
+            .map_or(0, |t| t.calls)
+    };
+    assert_eq!(
+        (
+            calls("cuMemCreate"),
+            calls("cuMemMap"),
+            calls("cuMemRelease")
+        ),
+        (3, 3, 3)
+    );
+    assert_eq!((calls("cuMemSetAccess"), calls("cuMemUnmap")), (1, 0));
+    b.unmap(range, 4 * g).unwrap();
+    assert_eq!(calls("cuMemUnmap"), 3, "one unmap per mapping");
+    let times = b.driver_times();
+    assert!(times.iter().all(|t| t.total_ns >= t.max_ns && t.max_ns > 0));
+    assert!(
+        times.windows(2).all(|w| w[0].total_ns >= w[1].total_ns),
+        "most time first"
+    );
+    b.unreserve(range, 8 * g).unwrap();
+    b.reset_driver_times();
+    assert!(b.driver_times().is_empty());
+}
+
+/// What each driver call of mapping and unmapping costs, by chunk size: the
+/// figures behind the page layer's choices. Prints a table; asserts nothing of
+/// time. Each size is mapped and unmapped `REPS` times in a row (memory given back
+/// and taken again at once), then `REPS` chunks are created together and freed
+/// together.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn driver_call_costs_by_chunk_size() {
+    const REPS: usize = 12;
+    let b = gpu();
+    let g = b.granularity();
+    let sizes = [g, 8 * g, 32 * g, 128 * g, 512 * g];
+    let range = b.reserve(REPS * 512 * g, g).unwrap();
+    println!("chunk | map µs (median, max) | unmap µs | creates µs (median, max) | setaccess µs | unmap-each µs | release µs");
+    for &s in &sizes {
+        let (mut map, mut unmap) = (Vec::new(), Vec::new());
+        b.reset_driver_times();
+        for _ in 0..REPS {
+            let t = std::time::Instant::now();
+            b.map_chunks(range, &[s]).unwrap();
+            map.push(t.elapsed().as_secs_f64() * 1e6);
+            let t = std::time::Instant::now();
+            b.unmap(range, s).unwrap();
+            unmap.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        let per = |name: &str| {
+            b.driver_times()
+                .iter()
+                .find(|t| t.call == name)
+                .map_or((0.0, 0.0), |t| {
+                    (
+                        t.total_ns as f64 / t.calls as f64 / 1e3,
+                        t.max_ns as f64 / 1e3,
+                    )
+                })
+        };
+        let med = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            (v[v.len() / 2], v[v.len() - 1])
+        };
+        let (m, u) = (med(&mut map), med(&mut unmap));
+        let (c, a, un, r) = (
+            per("cuMemCreate"),
+            per("cuMemSetAccess"),
+            per("cuMemUnmap"),
+            per("cuMemRelease"),
+        );
+        println!(
+            "{:>5} MiB | {:.1}, {:.1} | {:.1}, {:.1} | create mean {:.1} max {:.1} | setaccess mean {:.1} max {:.1} | unmap mean {:.1} max {:.1} | release mean {:.1} max {:.1}",
+            s >> 20, m.0, m.1, u.0, u.1, c.0, c.1, a.0, a.1, un.0, un.1, r.0, r.1
+        );
+        // Many chunks at once: taken together, given back together.
+        b.reset_driver_times();
+        let t = std::time::Instant::now();
+        b.map_chunks(range, &[s; REPS]).unwrap();
+        let up = t.elapsed().as_secs_f64() * 1e6;
+        let t = std::time::Instant::now();
+        b.unmap(range, s * REPS).unwrap();
+        let down = t.elapsed().as_secs_f64() * 1e6;
+        println!(
+            "      {REPS} x {} MiB in one call: map {:.0} µs, unmap {:.0} µs; {:?}",
+            s >> 20,
+            up,
+            down,
+            b.driver_times()
+                .iter()
+                .map(|t| format!("{} {:.1}", t.call, t.total_ns as f64 / 1e3))
+                .collect::<Vec<_>>()
+        );
+    }
+    b.unreserve(range, REPS * 512 * g).unwrap();
+}

@@ -52,7 +52,8 @@ pub use plot::plot_timelines;
 pub use pytorch::{read_pytorch_snapshot, read_pytorch_snapshot_device};
 pub use replay::{replay, replay_events, ProgressFn, ReplayOptions};
 pub use report::{
-    BackendCallRates, BackendCallsSummary, LatencySummary, OpLatency, ReplayReport, TimelinePoint,
+    BackendCallRates, BackendCallsSummary, DriverCall, LatencySummary, OpLatency, ReplayReport,
+    TimelinePoint,
 };
 pub use rmm::{read_rmm_csv, write_rmm_csv, write_rmm_row, RMM_CSV_HEADER};
 pub use stream::{open_trace, read_trace, trace_name, TraceReader};

@@ -92,17 +92,18 @@ impl Bytes {
     }
 }
 
-/// Run `f`; when `measure`, count its duration less the clock's cost in `hist`.
+/// Run `f`; when `measure`, count its duration less the clock's cost in `hist`, and
+/// return that duration too (0 when not measured).
 #[inline]
-fn timed<T>(measure: bool, overhead: u64, hist: &mut Histogram, f: impl FnOnce() -> T) -> T {
+fn timed<T>(measure: bool, overhead: u64, hist: &mut Histogram, f: impl FnOnce() -> T) -> (T, u64) {
     if !measure {
-        return f();
+        return (f(), 0);
     }
     let t = Instant::now();
     let out = f();
-    let ns = t.elapsed().as_nanos() as u64;
-    hist.record(ns.saturating_sub(overhead));
-    out
+    let ns = t.elapsed().as_nanos().saturating_sub(overhead as u128) as u64;
+    hist.record(ns);
+    (out, ns)
 }
 
 /// Keep the first error message.
@@ -175,6 +176,13 @@ pub fn replay_events<E>(
     let overhead = if measure { timer_overhead_ns() } else { 0 };
     let mut alloc_ns = Histogram::default();
     let mut free_ns = Histogram::default();
+    // The same calls, split by whether they called the backend for memory.
+    let mut alloc_backend_ns = Histogram::default();
+    let mut alloc_host_ns = Histogram::default();
+    let mut free_backend_ns = Histogram::default();
+    // The event's allocate (true) or free call: its duration, and the backend's
+    // memory calls before it.
+    let mut last_call: Option<(bool, u64, u64)> = None;
     let mut slots = addr_map::<Slot>(1024);
     let mut recent = Recent::default();
     let mut timeline = Timeline::new(opts.timeline_points);
@@ -191,6 +199,7 @@ pub fn replay_events<E>(
     let mut calls_before_allocation = None;
 
     let before = backend.counters();
+    let mut calls_at_last_event = before.memory_calls();
     // Everything the backend holds counts, what the allocator took when it was built
     // (an initial pool) included. When the backend never held more than it holds
     // now, its own peak counter is the replay's peak (and sees peaks inside a call).
@@ -222,7 +231,8 @@ pub fn replay_events<E>(
                 }
                 let req = Request::new(ev.size).on_stream(stream);
                 let memory_calls = backend.counters().memory_calls();
-                let result = timed(measure, overhead, &mut alloc_ns, || alloc.allocate(req));
+                let (result, ns) = timed(measure, overhead, &mut alloc_ns, || alloc.allocate(req));
+                last_call = Some((true, ns, memory_calls));
                 calls += 1;
                 match result {
                     Ok(block) => {
@@ -241,9 +251,10 @@ pub fn replay_events<E>(
             }
             Action::Free => match slots.remove(&ev.ptr) {
                 Some(Slot::Live(block)) => {
-                    let result = timed(measure, overhead, &mut free_ns, || {
+                    let (result, ns) = timed(measure, overhead, &mut free_ns, || {
                         alloc.deallocate(block, stream)
                     });
+                    last_call = Some((false, ns, calls_at_last_event));
                     calls += 1;
                     bytes.sub(&block);
                     recent.freed(ev.ptr);
@@ -264,13 +275,24 @@ pub fn replay_events<E>(
 
         // Nothing between the allocation and this reading calls the backend.
         let counters = backend.counters();
+        let now_calls = counters.memory_calls();
         if let Some(before) = calls_before_allocation.take() {
-            let made = counters.memory_calls() - before;
+            let made = now_calls - before;
             if made > 0 {
                 r.allocations_calling_backend += 1;
                 r.memory_calls_in_allocations += made;
             }
         }
+        if let (true, Some((is_alloc, ns, before))) = (measure, last_call.take()) {
+            let called = now_calls != before;
+            match (is_alloc, called) {
+                (true, true) => alloc_backend_ns.record(ns),
+                (true, false) => alloc_host_ns.record(ns),
+                (false, true) => free_backend_ns.record(ns),
+                (false, false) => {}
+            }
+        }
+        calls_at_last_event = now_calls;
         let reserved = counters.bytes_in_use.current;
         let waste = bytes.granted.saturating_sub(bytes.live);
         r.peak_rounding_waste = r.peak_rounding_waste.max(waste);
@@ -332,6 +354,9 @@ pub fn replay_events<E>(
             alloc: alloc_ns.summary(),
             free: free_ns.summary(),
             all: all.summary(),
+            alloc_calling_backend: alloc_backend_ns.summary(),
+            alloc_not_calling_backend: alloc_host_ns.summary(),
+            free_calling_backend: free_backend_ns.summary(),
         };
     }
     if let Some(progress) = &opts.progress {

@@ -86,6 +86,24 @@ pub struct ReplayReport {
     pub timeline: Vec<TimelinePoint>,
     /// Wall-clock time of the whole replay, in milliseconds.
     pub wall_ms: f64,
+    /// Time inside the driver's calls during the replay, per entry point, most time
+    /// first: filled in by whoever ran the replay on a backend that times its
+    /// driver calls (the CUDA backend); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub driver_calls: Vec<DriverCall>,
+}
+
+/// Time inside one driver entry point during a replay.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriverCall {
+    /// The entry point, as the driver names it (`cuMemCreate`).
+    pub call: String,
+    /// Calls made.
+    pub calls: u64,
+    /// Time inside them, in nanoseconds.
+    pub total_ns: u64,
+    /// The longest one, in nanoseconds.
+    pub max_ns: u64,
 }
 
 impl ReplayReport {
@@ -132,6 +150,17 @@ pub struct LatencySummary {
     pub free: OpLatency,
     /// All calls together.
     pub all: OpLatency,
+    /// The allocate calls during which the allocator took or gave back memory
+    /// through the backend (on a GPU: the calls that waited for the driver), failed
+    /// ones included.
+    #[serde(default)]
+    pub alloc_calling_backend: OpLatency,
+    /// The other allocate calls: host bookkeeping alone.
+    #[serde(default)]
+    pub alloc_not_calling_backend: OpLatency,
+    /// The free calls that called the backend (unmapping, most often).
+    #[serde(default)]
+    pub free_calling_backend: OpLatency,
 }
 
 /// Backend calls made during a replay: the difference of the backend's

@@ -52,6 +52,14 @@ fn bundled_traces_on_direct() {
         assert!(r.latency.measured);
         assert_eq!(r.latency.alloc.count, r.allocations);
         assert_eq!(r.latency.free.count, r.frees);
+        // Every call of direct reaches the backend.
+        assert_eq!(r.latency.alloc_calling_backend.count, r.allocations);
+        assert_eq!(r.latency.alloc_not_calling_backend.count, 0);
+        assert_eq!(r.latency.free_calling_backend.count, r.frees);
+        assert_eq!(
+            r.latency.alloc_calling_backend.max_ns,
+            r.latency.alloc.max_ns
+        );
         assert!(r.latency.alloc.median_ns <= r.latency.alloc.p99_ns);
         assert!(r.latency.all.p99_ns <= r.latency.all.max_ns);
         assert!(r.wall_ms > 0.0);
@@ -311,6 +319,11 @@ fn allocations_calling_the_backend_are_those_the_pool_could_not_serve() {
     // Each miss made one region; the spares give none back during the replay.
     assert_eq!(r.memory_calls_in_allocations, misses);
     assert_eq!(r.backend.region_frees, 0, "the spares keep what is freed");
+    // The latency split counts the same calls apart.
+    let lat = &r.latency;
+    assert_eq!(lat.alloc_calling_backend.count, misses);
+    assert_eq!(lat.alloc_not_calling_backend.count, r.allocations - misses);
+    assert_eq!(lat.free_calling_backend.count, 0);
     let pct = 100.0 * misses as f64 / r.allocations as f64;
     assert!((r.allocations_calling_backend_pct() - pct).abs() < 1e-9);
     for b in spares.spare.into_inner().unwrap() {
