@@ -61,7 +61,10 @@ pub struct BuddyConfig {
     pub trim_tail: bool,
     /// The page layer's settings in virtual mode: physical chunk size and the bound
     /// of the cache of unused mapped pages, the same policy as TLSF's (a block maps
-    /// only its own pages, so the map batch does not apply).
+    /// only its own pages, so the map batch does not apply), but with chunks of at
+    /// most 8 pages: buddy's power-of-two positions reuse parts of large freed
+    /// blocks more than TLSF does, and larger chunks held more (gpt2_train_varlen,
+    /// mock: 1.085 of the live peak with 128-page chunks against 1.039 with 8).
     pub pages: VmConfig,
 }
 
@@ -74,7 +77,7 @@ impl Default for BuddyConfig {
             mode: BuddyMode::Auto,
             quick_depth: 8,
             trim_tail: true,
-            pages: VmConfig::default(),
+            pages: VmConfig::default().chunk_pages(8),
         }
     }
 }

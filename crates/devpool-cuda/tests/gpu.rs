@@ -489,3 +489,46 @@ fn driver_call_costs_by_chunk_size() {
     }
     b.unreserve(range, REPS * 512 * g).unwrap();
 }
+
+/// Whether the driver maps faster from several threads: 32 chunks of 2 MiB mapped
+/// and unmapped by one thread, then by 2, 4 and 8 threads at once (each its own
+/// share, its own range). Prints the wall time; asserts nothing of time.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn driver_mapping_from_several_threads() {
+    const CHUNKS: usize = 32;
+    let b = gpu();
+    let g = b.granularity();
+    let range = b.reserve(CHUNKS * g, g).unwrap();
+    for threads in [1usize, 2, 4, 8] {
+        let per = CHUNKS / threads;
+        let mut best = (f64::MAX, f64::MAX);
+        for _ in 0..5 {
+            let t = std::time::Instant::now();
+            std::thread::scope(|s| {
+                for i in 0..threads {
+                    let b = &b;
+                    s.spawn(move || {
+                        b.map_chunks(range.offset(i * per * g), &vec![g; per])
+                            .unwrap()
+                    });
+                }
+            });
+            let up = t.elapsed().as_secs_f64() * 1e6;
+            let t = std::time::Instant::now();
+            std::thread::scope(|s| {
+                for i in 0..threads {
+                    let b = &b;
+                    s.spawn(move || b.unmap(range.offset(i * per * g), per * g).unwrap());
+                }
+            });
+            let down = t.elapsed().as_secs_f64() * 1e6;
+            best = (best.0.min(up), best.1.min(down));
+        }
+        println!(
+            "{CHUNKS} chunks of 2 MiB from {threads} threads: map {:.0} µs, unmap {:.0} µs (best of 5)",
+            best.0, best.1
+        );
+    }
+    b.unreserve(range, CHUNKS * g).unwrap();
+}

@@ -349,6 +349,22 @@ impl MockBackend {
         self.state.lock().chunks.len()
     }
 
+    /// The mappings that tile `[ptr, ptr + size)`, in address order, as (bytes of the
+    /// chunk, mappings of it now): what an unmap or alias of that range would touch.
+    /// A range that is not page aligned, has unmapped pages or cuts a mapping is an
+    /// error, as for `unmap`.
+    pub fn mappings_in(&self, ptr: DevicePtr, size: usize) -> BackendResult<Vec<(usize, u32)>> {
+        let s = self.state.lock();
+        let ids = self.whole_chunks(&s, "mappings_in", ptr, size)?;
+        Ok(ids
+            .iter()
+            .map(|id| {
+                let c = &s.chunks[id];
+                (c.bytes, c.maps)
+            })
+            .collect())
+    }
+
     /// Regions held now.
     pub fn live_regions(&self) -> usize {
         self.state.lock().regions.len()
@@ -1134,6 +1150,12 @@ mod tests {
             "failed calls count"
         );
         assert_eq!(c.bytes_in_use.current, 3 * g as u64, "no memory taken");
+        // Two chunks, each mapped twice now.
+        assert_eq!(
+            m.mappings_in(va.offset(8 * g), 3 * g).unwrap(),
+            vec![(g, 2), (2 * g, 2)]
+        );
+        assert!(m.mappings_in(va.offset(g), g).is_err(), "cuts a mapping");
         // Page 8 is the old page 2, pages 9 and 10 the old pages 0 and 1.
         let mut back = vec![0u8; g];
         for (page, want) in [(8, 9u8), (9, 0), (10, 9)] {

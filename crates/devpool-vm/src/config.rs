@@ -5,7 +5,8 @@
 /// Settings of a [`PageLayer`](crate::PageLayer).
 ///
 /// Out-of-range values are brought into range when the layer is made, never
-/// refused: the batch, chunk, divisor and window are raised to at least 1, the
+/// refused: the batch, chunk, divisor and window are raised to at least 1 (the
+/// smallest chunk brought between 1 and the largest), the
 /// fractions brought into `0.0..=1.0` (a fraction that is not a number counts as 0,
 /// `floor_max` as 1).
 ///
@@ -26,11 +27,19 @@ pub struct VmConfig {
     /// Pages mapped ahead are at most this many times the run the block needs
     /// (default 2; 0: no cap): a small block does not map a whole batch ahead.
     pub batch_cap: usize,
-    /// The most pages one physical allocation (one chunk) may hold (default 8).
-    /// Larger chunks mean fewer and cheaper driver calls (creating one 16 MiB
-    /// allocation costs little more than one of 2 MiB); smaller ones let memory go
-    /// back, or move, in finer pieces, since a chunk goes only whole.
+    /// The most pages one physical allocation (one chunk) may hold (default 128:
+    /// 256 MiB on a GPU). Larger chunks mean fewer driver calls (each chunk is one
+    /// mapping, and on an H200 creating, mapping and granting access to one costs
+    /// about 36 µs whatever its size up to 256 MiB); smaller ones let memory go
+    /// back, or move, in finer pieces, since a chunk goes only whole. With the
+    /// divisor, only runs above `chunk_divisor × chunk_pages` pages reach the cap.
     pub chunk_pages: usize,
+    /// The fewest pages a chunk cut from a run holds where the piece is that long
+    /// (default 1). Every chunk is one mapping, and the driver's cost of mapping
+    /// and unmapping grows with the mappings, not the bytes (on an H200, about 36 µs
+    /// to create, map and grant access to one, whatever its size up to 256 MiB), so
+    /// a floor bounds the calls a mid-sized block costs.
+    pub chunk_min_pages: usize,
     /// A run is cut into chunks of about a this-many-th of it, at least a page and
     /// at most `chunk_pages` (default 16): small blocks get page-sized chunks, large
     /// ones large chunks. The pages at a block's ends and the pages mapped ahead of
@@ -86,7 +95,8 @@ impl Default for VmConfig {
         VmConfig {
             map_batch_pages: 16,
             batch_cap: 2,
-            chunk_pages: 8,
+            chunk_pages: 128,
+            chunk_min_pages: 1,
             chunk_divisor: 16,
             cache_floor: 32 << 20,
             floor_max: 1.0 / 32.0,
@@ -110,6 +120,8 @@ impl VmConfig {
         chunk_pages: usize,
         /// Another chunk divisor.
         chunk_divisor: usize,
+        /// Another smallest chunk cut from a run.
+        chunk_min_pages: usize,
         /// Another cap of the floor, as a fraction of the recent peak.
         floor_max: f64,
         /// Another window length.
@@ -135,6 +147,7 @@ impl VmConfig {
         self.map_batch_pages = self.map_batch_pages.max(1);
         self.chunk_pages = self.chunk_pages.max(1);
         self.chunk_divisor = self.chunk_divisor.max(1);
+        self.chunk_min_pages = self.chunk_min_pages.clamp(1, self.chunk_pages);
         self.window_ops = self.window_ops.max(1);
         let unit = |x: f64, nan: f64| {
             if x.is_finite() {

@@ -95,8 +95,11 @@ impl PageLayer {
     /// page, at most the chunk size).
     pub(crate) fn map_run(&mut self, r: RangeId, s: usize, e: usize, cuts: &[usize]) -> Result<()> {
         let shift = self.shift;
-        let m = self.cfg.chunk_pages;
-        let div = self.cfg.chunk_divisor;
+        let (m, div, min) = (
+            self.cfg.chunk_pages,
+            self.cfg.chunk_divisor,
+            self.cfg.chunk_min_pages,
+        );
         let mut sizes = Vec::with_capacity((e - s).div_ceil(m) + 1 + cuts.len());
         // Segments between the cuts, each cut into chunks.
         let mut a = s;
@@ -107,7 +110,7 @@ impl PageLayer {
                 .filter(|&c| c > a && c < e)
                 .min()
                 .unwrap_or(e);
-            let len = ((seg_end - a) / div).clamp(1, m);
+            let len = ((seg_end - a) / div).clamp(min, m);
             while a < seg_end {
                 let b = (a + len).min(seg_end);
                 sizes.push((b - a) << shift);

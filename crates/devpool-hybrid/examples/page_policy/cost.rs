@@ -1,20 +1,33 @@
 //! A mock backend that also keeps a model of what the CUDA driver calls behind each
-//! backend call would cost on an H200, from the per-call figures measured there
-//! (2 MiB and 64 MiB points, linear in between and beyond): cuMemCreate 10.8 /
-//! 17.4 µs, cuMemMap 0.9 / 1.0, cuMemSetAccess 25.5 / 51.9 (once per call, over the
-//! whole run), cuMemUnmap 17.3 / 25.2, cuMemRelease 12.9 / 54.6 (per chunk);
-//! cuMemAlloc and cuMemFree about 29 µs each (a 58 µs pair). A model to compare
-//! policies with, not a measurement.
+//! backend call would cost on an H200. The model is fitted to the per-call times
+//! measured there on 2026-12-01 (`driver_call_costs_by_chunk_size` in the CUDA
+//! backend's GPU tests, and the driver times of the bundled traces replayed with
+//! `devpool compare --backend cuda`; docs/BENCHMARKS.md). A model to compare
+//! policies with, not a measurement:
+//!
+//! - `cuMemCreate`: 10 µs + 90 µs per GiB of the chunk.
+//! - `cuMemMap`: 1 µs per mapping; `cuMemRetainAllocationHandle` 0.4 µs.
+//! - `cuMemSetAccess`: 12 µs + 25 µs per mapping in the range + 50 µs per GiB: the
+//!   cost grows with the number of mappings, not with one call for the range.
+//! - `cuMemUnmap`: 16 µs per mapping, plus 27 µs + 0.6 µs per MiB when the
+//!   mapping was its chunk's last (the memory goes back to the device).
+//! - `cuMemAlloc` / `cuMemFree`: 40 µs each; an event record 2 µs, a query 2 µs.
 
 use devpool_core::{Backend, BackendResult, DevicePtr, EventId, StreamId};
 use devpool_testing::MockBackend;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-/// Interpolate a cost between its 2 MiB and 64 MiB figures, in ns.
-fn lerp(bytes: usize, at2: f64, at64: f64) -> u64 {
-    let mib = bytes as f64 / (1 << 20) as f64;
-    ((at2 + (at64 - at2) * (mib - 2.0) / 62.0).max(at2 * 0.5) * 1000.0) as u64
+const MIB: f64 = (1 << 20) as f64;
+
+/// µs to ns.
+fn us(x: f64) -> u64 {
+    (x * 1000.0) as u64
+}
+
+/// `cuMemSetAccess` over `mappings` mappings of `bytes` in all.
+fn set_access(mappings: usize, bytes: usize) -> u64 {
+    us(12.0 + 25.0 * mappings as f64 + 50.0 * bytes as f64 / (1024.0 * MIB))
 }
 
 /// The mock, with a running total of modeled driver time.
@@ -42,11 +55,11 @@ impl Backend for Costed {
         "mock+cost"
     }
     fn alloc_region(&self, size: usize) -> BackendResult<DevicePtr> {
-        self.add(29_000);
+        self.add(us(40.0));
         self.inner.alloc_region(size)
     }
     fn free_region(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
-        self.add(29_000);
+        self.add(us(40.0));
         self.inner.free_region(ptr, size)
     }
     fn map(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
@@ -57,47 +70,43 @@ impl Backend for Costed {
         let total: usize = chunks.iter().sum();
         let per: u64 = chunks
             .iter()
-            .map(|&c| lerp(c, 10.8, 17.4) + lerp(c, 0.9, 1.0))
+            .map(|&c| us(10.0 + 90.0 * c as f64 / (1024.0 * MIB) + 1.0))
             .sum();
-        self.add(per + lerp(total, 25.5, 51.9));
+        self.add(per + set_access(chunks.len(), total));
         self.inner.map_chunks(ptr, chunks)
     }
     fn alias(&self, to: DevicePtr, from: &[(DevicePtr, usize)]) -> BackendResult<()> {
-        // Per chunk a handle retained and dropped (about 1 µs each, a guess) and a
-        // cuMemMap; one cuMemSetAccess; no cuMemCreate.
-        let g = self.granularity();
+        let mut mappings = 0;
+        for &(p, n) in from {
+            mappings += self.inner.mappings_in(p, n).map_or(0, |m| m.len());
+        }
         let size: usize = from.iter().map(|f| f.1).sum();
-        let chunks = (size / g).max(1) as u64;
-        self.add(chunks * (2_000 + lerp(g, 0.9, 1.0)) + lerp(size, 25.5, 51.9));
+        self.add(us(1.4) * mappings as u64 + set_access(mappings, size));
         self.inner.alias(to, from)
     }
     fn unmap(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
-        // One unmap and one release per chunk; the chunk sizes are not visible
-        // here, so count the range as chunks of the layer's usual size.
-        // One cuMemUnmap per page's mapping (a bound: per chunk in fact), and a
-        // release for each chunk whose memory goes.
-        let before = self.inner.counters();
-        let r = self.inner.unmap(ptr, size);
-        let after = self.inner.counters();
-        let freed = after.chunks_released - before.chunks_released;
-        let freed_bytes = before.bytes_in_use.current - after.bytes_in_use.current;
-        let each = if freed > 0 {
-            freed_bytes as usize / freed as usize
-        } else {
-            0
-        };
-        let g = self.granularity();
-        self.add(
-            lerp(size.min(64 << 20).max(g), 17.3, 25.2) + freed * lerp(each.max(g), 12.9, 54.6),
-        );
-        r
+        if let Ok(m) = self.inner.mappings_in(ptr, size) {
+            let ns: u64 = m
+                .iter()
+                .map(|&(bytes, maps)| {
+                    let freed = if maps == 1 {
+                        27.0 + 0.6 * bytes as f64 / MIB
+                    } else {
+                        0.0
+                    };
+                    us(16.0 + freed)
+                })
+                .sum();
+            self.add(ns);
+        }
+        self.inner.unmap(ptr, size)
     }
     fn record_event(&self, event: EventId, stream: StreamId) -> BackendResult<()> {
-        self.add(1_500);
+        self.add(us(2.0));
         self.inner.record_event(event, stream)
     }
     fn event_done(&self, event: EventId) -> BackendResult<bool> {
-        self.add(500);
+        self.add(us(2.0));
         self.inner.event_done(event)
     }
 }
