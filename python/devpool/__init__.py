@@ -148,8 +148,11 @@ def configure(config: str | None = None, /, **settings: Any) -> None:
     the recent peak of allocated bytes the pool grows before it moves unused memory
     instead, e.g. ``0.02``: more memory for fewer driver calls), ``move_slack`` (how far,
     as a fraction of that peak, the pool may widen this on its own when memory keeps
-    moving from step to step) and ``move_memory``
-    (``True``/``False``). Keys not given keep their value. Without a GPU and without a backend named
+    moving from step to step), ``move_memory`` (``True``/``False``), and
+    ``chunk_pages``, ``chunk_divisor``, ``chunk_min_pages`` (how finely mapped runs
+    are cut into physical chunks: every chunk costs the driver one mapping, so
+    coarser chunks cost fewer driver calls and may hold more memory). Keys not given
+    keep their value. Without a GPU and without a backend named
     here or in ``$DEVPOOL_CONFIG``, the mock backend is used.
 
     Raises :class:`ConfigError` if devpool refuses the settings (nothing changes then)

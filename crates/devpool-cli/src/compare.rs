@@ -6,6 +6,7 @@
 
 use crate::error::{CliError, Result};
 use crate::inputs::{default_traces, label, plot_names, Input};
+use crate::overlay::Overlay;
 use crate::table::{table, trace_warning};
 use crate::target::{build, fresh_backend, strategies, Target};
 use crate::time_table::time_table;
@@ -27,6 +28,7 @@ fn run_one(
     args: &BackendArgs,
     pb: &ProgressBar,
     done: u64,
+    overlay: Option<&Overlay>,
 ) -> Result<ReplayReport> {
     let reader = open_trace(&input.path)?;
     let read = reader.bytes_read_handle();
@@ -35,12 +37,15 @@ fn run_one(
         pb2.set_position(done + read.load(std::sync::atomic::Ordering::Relaxed))
     });
     let target = fresh_backend(args)?;
-    let alloc = build(strategy, &target)?;
+    let (alloc, changed) = build(strategy, &target, overlay)?;
     if let Target::Cuda(c) = &target {
         c.reset_driver_times();
     }
     let mut r = replay_events(&input.label, reader, &*alloc, &opts)?;
-    r.strategy = strategy.to_string();
+    r.strategy = match overlay {
+        Some(o) if changed => o.label(strategy),
+        _ => strategy.to_string(),
+    };
     if let Target::Cuda(c) = &target {
         r.driver_calls = c
             .driver_times()
@@ -97,6 +102,7 @@ pub fn compare(
     plots: PathBuf,
     json: bool,
     args: &BackendArgs,
+    overlay: Option<&Overlay>,
 ) -> Result<Warned> {
     let traces = if traces.is_empty() {
         default_traces()?
@@ -122,7 +128,7 @@ pub fn compare(
         let len = file_len(&input.path);
         for s in &names {
             pb.set_message(format!("{} / {s}", input.label));
-            let r = run_one(input, s, args, &pb, done)?;
+            let r = run_one(input, s, args, &pb, done, overlay)?;
             done += len;
             pb.set_position(done);
             runs.push(r);
@@ -168,6 +174,7 @@ pub fn replay_one(
     plot: Option<PathBuf>,
     json: bool,
     args: &BackendArgs,
+    overlay: Option<&Overlay>,
 ) -> Result<Warned> {
     let names = strategies(&[strategy.to_string()], args)?;
     if let Some(p) = &plot {
@@ -179,7 +186,7 @@ pub fn replay_one(
     let input = label(vec![trace]).remove(0);
     let pb = bar(file_len(&input.path), json);
     pb.set_message(input.label.clone());
-    let r = run_one(&input, &names[0], args, &pb, 0)?;
+    let r = run_one(&input, &names[0], args, &pb, 0, overlay)?;
     pb.finish_and_clear();
     if let Some(p) = &plot {
         plot_timelines(p, &format!("{}: {}", input.label, r.strategy), &[&r]).map_err(

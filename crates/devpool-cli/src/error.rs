@@ -24,6 +24,9 @@ pub enum CliError {
         /// What the driver (or the mock) said.
         source: BackendError,
     },
+    /// A `--config` string that was refused.
+    #[error("--config: {0}")]
+    Config(String),
     /// A trace that could not be read or replayed.
     #[error(transparent)]
     Trace(#[from] TraceError),

@@ -36,7 +36,7 @@ pub fn run(
     budget: Duration,
 ) -> Result<BenchResult> {
     let target = fresh_backend(args)?;
-    let alloc = build(strategy, &target)?;
+    let (alloc, _) = build(strategy, &target, None)?;
     let backend = alloc.backend().clone();
     let mut rng = Rng::new(7);
     let sizes: Vec<usize> = (0..SIZES)

@@ -9,6 +9,7 @@ mod fifo;
 mod info;
 mod inputs;
 mod live;
+mod overlay;
 mod reference;
 mod table;
 mod target;
@@ -59,6 +60,13 @@ enum Command {
         /// Print one JSON array of the replay reports instead of the table.
         #[arg(long)]
         json: bool,
+        /// Settings laid over every strategy they concern, as the C ABI's
+        /// configuration string: small_max, huge_min, cache_floor, move_margin,
+        /// move_slack, move_memory, chunk_pages, chunk_divisor, chunk_min_pages (e.g.
+        /// "move_memory=off;chunk_divisor=4"). Reports of the strategies they change
+        /// carry them in their name.
+        #[arg(long)]
+        config: Option<String>,
         #[command(flatten)]
         backend: BackendArgs,
     },
@@ -76,6 +84,9 @@ enum Command {
         /// peak_reserved_bytes, fragmentation_ratio, failed_allocations, ...).
         #[arg(long)]
         json: bool,
+        /// Settings laid over the strategy, as for `compare --config`.
+        #[arg(long)]
+        config: Option<String>,
         #[command(flatten)]
         backend: BackendArgs,
     },
@@ -124,15 +135,21 @@ fn main() -> ExitCode {
             strategies,
             plots,
             json,
+            config,
             backend,
-        } => compare::compare(traces, strategies, plots, json, &backend).map(warned),
+        } => overlay(config).and_then(|o| {
+            compare::compare(traces, strategies, plots, json, &backend, o.as_ref()).map(warned)
+        }),
         Command::Replay {
             trace,
             strategy,
             plot,
             json,
+            config,
             backend,
-        } => compare::replay_one(trace, &strategy, plot, json, &backend).map(warned),
+        } => overlay(config).and_then(|o| {
+            compare::replay_one(trace, &strategy, plot, json, &backend, o.as_ref()).map(warned)
+        }),
         Command::Bench { args, backend } => {
             bench::bench(args, &backend).map(|()| ExitCode::SUCCESS)
         }
@@ -160,4 +177,9 @@ fn warned(w: compare::Warned) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// The `--config` settings, read.
+fn overlay(text: Option<String>) -> error::Result<Option<overlay::Overlay>> {
+    text.as_deref().map(overlay::Overlay::parse).transpose()
 }

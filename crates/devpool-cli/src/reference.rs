@@ -76,7 +76,7 @@ pub(crate) fn build(
     if name == CALLER_ONLY {
         return Ok(Box::new(Nothing::new(target.backend())));
     }
-    crate::target::build(name, target)
+    crate::target::build(name, target, None).map(|(a, _)| a)
 }
 
 /// `malloc` / `free` of the host (glibc on Linux), through Rust's `System` allocator:

@@ -21,9 +21,16 @@ fn frag(r: &ReplayReport) -> String {
 /// The table of `reports`, with the footnotes its marks need.
 pub fn table(reports: &[ReplayReport]) -> String {
     let mut t = String::new();
+    // Wide enough for the longest name (settings from --config included).
+    let w = reports
+        .iter()
+        .map(|r| r.strategy.len())
+        .max()
+        .unwrap_or(0)
+        .max(17);
     let _ = writeln!(
         t,
-        "{:<22} {:<17} {:>7} {:>11} {:>11} {:>10} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "{:<22} {:<w$} {:>7} {:>11} {:>11} {:>10} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "trace",
         "strategy",
         "frag",
@@ -45,7 +52,7 @@ pub fn table(reports: &[ReplayReport]) -> String {
         last = &r.trace;
         let _ = writeln!(
             t,
-            "{:<22} {:<17} {:>7} {:>11} {:>11} {:>10} {:>6} {:>9.2} {:>8.2}% {:>7} ns {:>6} ns {:>6} ns",
+            "{:<22} {:<w$} {:>7} {:>11} {:>11} {:>10} {:>6} {:>9.2} {:>8.2}% {:>7} ns {:>6} ns {:>6} ns",
             r.trace,
             r.strategy,
             frag(r),

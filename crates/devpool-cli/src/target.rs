@@ -1,6 +1,7 @@
 //! Choosing the backend and building allocators on it.
 
 use crate::error::{CliError, Result};
+use crate::overlay::Overlay;
 use crate::BackendArgs;
 use devpool::{BackendKind, StrategySpec};
 use devpool_core::{Allocator, Backend};
@@ -51,22 +52,31 @@ pub fn check_device(args: &BackendArgs) -> Result<()> {
     Ok(())
 }
 
-/// Build `name` on `target`: a devpool strategy, or on CUDA one of the driver's own
-/// allocators.
-pub fn build(name: &str, target: &Target) -> Result<Box<dyn Allocator>> {
+/// Build `name` on `target`: a devpool strategy (with the `--config` settings that
+/// concern it, if any: the flag says whether some did), or on CUDA one of the
+/// driver's own allocators.
+pub fn build(
+    name: &str,
+    target: &Target,
+    overlay: Option<&Overlay>,
+) -> Result<(Box<dyn Allocator>, bool)> {
     match (name, target) {
-        ("cuMemAlloc", Target::Cuda(c)) => Ok(Box::new(cuda_malloc(c.clone()))),
+        ("cuMemAlloc", Target::Cuda(c)) => Ok((Box::new(cuda_malloc(c.clone())), false)),
         ("cuMemAllocAsync", Target::Cuda(c)) => CudaMallocAsync::new(c.clone())
-            .map(|a| Box::new(a) as Box<dyn Allocator>)
+            .map(|a| (Box::new(a) as Box<dyn Allocator>, false))
             .map_err(|source| CliError::Backend {
                 what: name.to_string(),
                 source,
             }),
         (n, Target::Mock(_)) if BASELINES.contains(&n) => Err(CliError::NeedsCuda(n.into())),
-        _ => name
-            .parse::<StrategySpec>()
-            .map(|spec| spec.build(target.backend()))
-            .map_err(|_| unknown(name)),
+        _ => {
+            let spec = name.parse::<StrategySpec>().map_err(|_| unknown(name))?;
+            let (spec, changed) = match overlay {
+                Some(o) => o.apply(spec),
+                None => (spec, false),
+            };
+            Ok((spec.build(target.backend()), changed))
+        }
     }
 }
 
@@ -105,11 +115,11 @@ mod tests {
         };
         let target = fresh_backend(&mock).unwrap();
         assert!(matches!(
-            build("best-fit-please", &target),
+            build("best-fit-please", &target, None).map(|_| ()),
             Err(CliError::UnknownStrategy(n)) if n == "best-fit-please"
         ));
         assert!(matches!(
-            build(BASELINES[0], &target),
+            build(BASELINES[0], &target, None).map(|_| ()),
             Err(CliError::NeedsCuda(_))
         ));
         assert!(matches!(

@@ -13,9 +13,16 @@ fn ms(l: &OpLatency) -> f64 {
 /// The time table of `reports` (those without driver times are left out).
 pub fn time_table(reports: &[ReplayReport]) -> String {
     let mut t = String::new();
+    // Wide enough for the longest name (settings from --config included).
+    let w = reports
+        .iter()
+        .map(|r| r.strategy.len())
+        .max()
+        .unwrap_or(0)
+        .max(17);
     let _ = writeln!(
         t,
-        "{:<22} {:<17} {:>10} {:>16} {:>11} {:>11} {:>10} {:>15} {:>10}  driver calls (ms, calls, longest)",
+        "{:<22} {:<w$} {:>10} {:>16} {:>11} {:>11} {:>10} {:>15} {:>10}  driver calls (ms, calls, longest)",
         "trace",
         "strategy",
         "alloc ms",
@@ -45,7 +52,7 @@ pub fn time_table(reports: &[ReplayReport]) -> String {
             .collect();
         let _ = writeln!(
             t,
-            "{:<22} {:<17} {:>10.1} {:>16} {:>11.1} {:>8} ns {:>7} ns {:>15} {:>10.1}  {}",
+            "{:<22} {:<w$} {:>10.1} {:>16} {:>11.1} {:>8} ns {:>7} ns {:>15} {:>10.1}  {}",
             r.trace,
             r.strategy,
             ms(&l.alloc),

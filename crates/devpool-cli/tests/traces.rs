@@ -290,3 +290,43 @@ fn a_closed_pipe_ends_the_command_quietly() {
 fn libc_sigpipe() -> i32 {
     13
 }
+
+#[test]
+fn config_settings_reach_the_strategies_they_concern_and_bad_ones_are_refused() {
+    let dir = Scratch::new("config");
+    // Blocks of 3 pages and a bit, freed and allocated again at other sizes, so
+    // that the page layer's settings make a difference.
+    let mut rows = Vec::new();
+    for round in 0..40u64 {
+        let size = (6 << 20) + (round as usize % 5) * (3 << 20);
+        rows.push(("allocate", 0x1000 * (round + 1), size));
+        if round >= 4 {
+            rows.push(("free", 0x1000 * (round - 3), 0));
+        }
+    }
+    let p = dir.file("t.csv", &csv(&rows));
+    let plots = dir.0.join("plots");
+    let mut args = compare_args(&[&p], "hybrid,slab", &plots);
+    args.extend(["--json", "--config", "move_memory=off;chunk_divisor=1"]);
+    let out = devpool(&args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let reports: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = reports
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["strategy"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["hybrid [move_memory=off;chunk_divisor=1]", "slab"],
+        "only the strategy with a page layer is changed and named so"
+    );
+    let out = devpool(&["replay", s(&p), "--config", "strategy=slab"]);
+    clean_failure(&out, 1, "set with --strategies");
+    let out = devpool(&["replay", s(&p), "--config", "chunk_pages=0"]);
+    clean_failure(&out, 1, "chunk_pages");
+    let long = format!("move_margin=0.{}x", "9".repeat(100_000));
+    let out = devpool(&["replay", s(&p), "--config", &long]);
+    short_failure(&out, 1, "move_margin");
+}

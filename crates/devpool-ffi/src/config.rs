@@ -6,8 +6,19 @@
 //! | `backend` | [`BackendKind`]: `cuda` (the device's primary context) or `mock` (CPU stand-in, for tests) | `cuda` |
 //! | `small_max` | bytes (`1M`, `512K`...): the hybrid router sends requests up to this size to its slab | the preset's (64 KiB; 1 MiB for `hybrid-buddy`) |
 //! | `huge_min` | bytes, or `off`: the hybrid router gives requests from this size their own region | the preset's |
+//! | `cache_floor` | bytes: unused mapped memory always kept (strategies with a page layer: the `-virtual` ones and the hybrids) | 32 MiB, at most 1/32 of the recent peak |
+//! | `move_margin` | fraction 0..1: how far past the recent peak the pool grows before it moves unused memory instead | 0 |
+//! | `move_slack` | fraction 0..1: how far that limit widens when memory keeps moving | 0 |
+//! | `move_memory` | `on`, `off`: whether unused memory moves to where a block needs it | `on` |
+//! | `chunk_pages` | count: the most pages of one physical chunk | 128 (buddy: 8) |
+//! | `chunk_divisor` | count: runs are cut into chunks of about this fraction of them | 16 |
+//! | `chunk_min_pages` | count: the fewest pages of a chunk cut from a run | 1 |
 //! | `mock_capacity` | bytes: the device memory of each mock device | `141G` |
 //! | `log` | `off`, `once` (the first message of each kind of misuse), `all` | `once` |
+//!
+//! Every chunk is one mapping, and the driver's cost grows with the mappings: fewer,
+//! larger chunks (`chunk_divisor=4`, `chunk_min_pages=4`) cost fewer driver calls
+//! and hold more memory where freed memory is reused in pieces (docs/BENCHMARKS.md).
 //!
 //! Sizes are integers with an optional binary suffix (`K`, `M`, `G`, `T`, with or
 //! without `iB`), case-insensitive. Spaces around keys and values are ignored.
@@ -45,7 +56,7 @@ pub enum ConfigError {
     #[error("`{0}` is not a key=value pair")]
     NotAPair(String),
     /// A key of no setting.
-    #[error("unknown key `{0}` (strategy, backend, small_max, huge_min, cache_floor, move_margin, move_slack, move_memory, mock_capacity, log)")]
+    #[error("unknown key `{0}` (strategy, backend, small_max, huge_min, cache_floor, move_margin, move_slack, move_memory, chunk_pages, chunk_divisor, chunk_min_pages, mock_capacity, log)")]
     UnknownKey(String),
     /// A strategy name not in [`devpool::STRATEGIES`].
     #[error(transparent)]
@@ -89,6 +100,14 @@ pub enum ConfigError {
         /// The value, cut to 64 bytes.
         value: String,
     },
+    /// A value that is not a whole number from 1 to 2^20.
+    #[error("{key}: `{value}` is not a count from 1 to 1048576")]
+    NotACount {
+        /// The key.
+        key: String,
+        /// The value, cut to 64 bytes.
+        value: String,
+    },
     /// A value that is not `on` or `off`.
     #[error("{key}: `{value}` is not on or off")]
     NotAFlag {
@@ -98,7 +117,7 @@ pub enum ConfigError {
         value: String,
     },
     /// A page-layer setting with a strategy that maps no pages.
-    #[error("cache_floor, move_margin, move_slack and move_memory apply to the strategies with a page layer ({paged}), not `{strategy}`", paged = paged_names())]
+    #[error("cache_floor, move_margin, move_slack, move_memory and the chunk keys apply to the strategies with a page layer ({paged}), not `{strategy}`", paged = paged_names())]
     NoPageLayer {
         /// The strategy named.
         strategy: &'static str,
@@ -170,6 +189,16 @@ pub struct Config {
     /// Strategies with a page layer: whether unused memory moves to where a block
     /// needs it ([`VmConfig::move_memory`](devpool::tlsf::VmConfig::move_memory)).
     pub move_memory: Option<bool>,
+    /// Strategies with a page layer: the most pages of one physical chunk
+    /// ([`VmConfig::chunk_pages`](devpool::tlsf::VmConfig::chunk_pages)).
+    pub chunk_pages: Option<usize>,
+    /// Strategies with a page layer: a run is cut into chunks of about this
+    /// fraction of it ([`VmConfig::chunk_divisor`](devpool::tlsf::VmConfig::chunk_divisor)):
+    /// lower, fewer driver calls for less memory moved in fine pieces.
+    pub chunk_divisor: Option<usize>,
+    /// Strategies with a page layer: the fewest pages of a chunk cut from a run
+    /// ([`VmConfig::chunk_min_pages`](devpool::tlsf::VmConfig::chunk_min_pages)).
+    pub chunk_min_pages: Option<usize>,
     /// Mock backend: bytes of memory per device.
     pub mock_capacity: u64,
     /// How much misuse is reported on standard error.
@@ -187,6 +216,9 @@ impl Default for Config {
             move_margin: None,
             move_slack: None,
             move_memory: None,
+            chunk_pages: None,
+            chunk_divisor: None,
+            chunk_min_pages: None,
             mock_capacity: 141 * devpool_core::GIB,
             log: LogMode::Once,
         }
@@ -239,6 +271,15 @@ impl Config {
             if let Some(m) = self.move_memory {
                 p.move_memory = m;
             }
+            if let Some(n) = self.chunk_pages {
+                p.chunk_pages = n;
+            }
+            if let Some(n) = self.chunk_divisor {
+                p.chunk_divisor = n;
+            }
+            if let Some(n) = self.chunk_min_pages {
+                p.chunk_min_pages = n;
+            }
         }
         spec
     }
@@ -259,6 +300,9 @@ impl Config {
             "move_margin" => self.move_margin = Some(parse_fraction(key, value)?),
             "move_slack" => self.move_slack = Some(parse_fraction(key, value)?),
             "move_memory" => self.move_memory = Some(parse_flag(key, value)?),
+            "chunk_pages" => self.chunk_pages = Some(parse_count(key, value)?),
+            "chunk_divisor" => self.chunk_divisor = Some(parse_count(key, value)?),
+            "chunk_min_pages" => self.chunk_min_pages = Some(parse_count(key, value)?),
             "mock_capacity" => self.mock_capacity = parse_size(key, value)? as u64,
             "log" => {
                 self.log = LogMode::ALL
@@ -281,7 +325,10 @@ impl Config {
         let pages = self.cache_floor.is_some()
             || self.move_margin.is_some()
             || self.move_slack.is_some()
-            || self.move_memory.is_some();
+            || self.move_memory.is_some()
+            || self.chunk_pages.is_some()
+            || self.chunk_divisor.is_some()
+            || self.chunk_min_pages.is_some();
         if pages && self.strategy.clone().pages_mut().is_none() {
             return Err(ConfigError::NoPageLayer {
                 strategy: self.strategy.name(),
@@ -331,6 +378,15 @@ impl fmt::Display for Config {
         if let Some(m) = self.move_memory {
             write!(f, ";move_memory={}", if m { "on" } else { "off" })?;
         }
+        for (key, v) in [
+            ("chunk_pages", self.chunk_pages),
+            ("chunk_divisor", self.chunk_divisor),
+            ("chunk_min_pages", self.chunk_min_pages),
+        ] {
+            if let Some(n) = v {
+                write!(f, ";{key}={n}")?;
+            }
+        }
         if self.backend == BackendKind::Mock {
             write!(f, ";mock_capacity={}", self.mock_capacity)?;
         }
@@ -343,6 +399,17 @@ fn parse_fraction(key: &str, value: &str) -> Result<f64, ConfigError> {
     match value.parse::<f64>() {
         Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
         _ => Err(ConfigError::NotAFraction {
+            key: key.into(),
+            value: cut(value),
+        }),
+    }
+}
+
+/// Parse a count from 1 to 2^20.
+fn parse_count(key: &str, value: &str) -> Result<usize, ConfigError> {
+    match value.parse::<usize>() {
+        Ok(n) if (1..=1 << 20).contains(&n) => Ok(n),
+        _ => Err(ConfigError::NotACount {
             key: key.into(),
             value: cut(value),
         }),
@@ -447,6 +514,10 @@ mod tests {
             "move_margin=NaN",
             "move_memory=maybe",
             "cache_floor=lots",
+            "chunk_pages=0",
+            "chunk_divisor=-1",
+            "chunk_min_pages=1.5",
+            "strategy=slab;chunk_pages=4",
         ] {
             assert!(c.apply(bad).is_err(), "{bad}");
             assert_eq!(c, before, "{bad}");
@@ -462,6 +533,7 @@ mod tests {
             "strategy=hybrid;huge_min=off",
             "strategy=tlsf-virtual;backend=mock",
             "strategy=buddy-virtual;cache_floor=64M;move_margin=0.125;move_memory=off",
+            "chunk_pages=32;chunk_divisor=4;chunk_min_pages=2",
         ] {
             let mut c = Config::default();
             c.apply(text).unwrap();
@@ -486,6 +558,14 @@ mod tests {
                 p.move_memory
             ),
             (8 << 20, 0.03, 0.01, false)
+        );
+        c.apply("chunk_pages=32;chunk_divisor=4;chunk_min_pages=2")
+            .unwrap();
+        let mut spec = c.spec();
+        let p = spec.pages_mut().unwrap();
+        assert_eq!(
+            (p.chunk_pages, p.chunk_divisor, p.chunk_min_pages),
+            (32, 4, 2)
         );
         // Without the keys, the strategy's own settings stay.
         let mut plain = Config::default().spec();
