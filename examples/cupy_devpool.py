@@ -154,6 +154,7 @@ def main():
             "stats": s["stats"],
             "backend_counters": s["backend_counters"],
             "bad_calls": s["bad_calls"],
+            "driver_calls": s.get("driver_calls"),
         }
     else:
         result["peak_reserved_bytes"] = pool.total_bytes()

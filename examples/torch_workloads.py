@@ -330,6 +330,7 @@ def main():
             "config": s.get("config"),
             "peak_backend_bytes": s.get("peak_reserved_bytes"),
             "backend_counters": s.get("backend_counters"),
+            "driver_calls": s.get("driver_calls"),
         }
     if args.record and local == 0:
         snap = torch.cuda.memory._snapshot()

@@ -92,7 +92,14 @@ def check_stats(torch):
     now = torch.cuda.memory_allocated()
     driver_delta = free0 - free1
     reserved_delta = res1 - res0
+    import devpool
+
+    ds = devpool.stats(0)
+    calls = {c["call"]: c for c in ds.get("driver_calls", [])}
+    creates = calls.get("cuMemCreate", {}).get("calls", 0)
     return {
+        "driver_creates": creates,
+        "chunks_created": ds["backend_counters"]["chunks_created"],
         "requested_delta": req,
         "own_count": own,
         "allocated": alloc,
@@ -106,6 +113,9 @@ def check_stats(torch):
         and peak_after_reset == now
         and st["num_ooms"] >= 0
         and "Allocated memory" in summary
+        # The driver's creates, timed one by one, are the chunks the backend counts.
+        and creates > 0
+        and creates == ds["backend_counters"]["chunks_created"]
         # What the driver saw leave is what devpool says it took (within 64 MiB of
         # driver-side bookkeeping).
         and abs(driver_delta - reserved_delta) <= 64 << 20,

@@ -26,7 +26,11 @@ use std::sync::atomic::Ordering::Relaxed;
 ///   the last `devpool_reset_peak_stats`; `failures`): an independent count beside
 ///   the strategy's own `stats`;
 /// - `routes`: for the hybrid strategies, `small`, `large`, `huge` statistics;
-///   otherwise `null`.
+///   otherwise `null`;
+/// - `driver_calls`: on the CUDA backend, the time inside each driver entry point
+///   the backend called (`call`, `calls`, `total_ns`, `max_ns`; most time first)
+///   since the process began, every user of the device's backend included;
+///   otherwise an empty list.
 ///
 /// A device without an allocator yet gives `device`, `initialized: false` and the
 /// `config` a first allocation would use.
@@ -85,5 +89,30 @@ fn of_device(dev: &Device) -> Value {
         "panics": crate::guard::panics(),
         "c_abi": dev.live(),
         "routes": routes,
+        "driver_calls": driver_calls(dev),
     })
+}
+
+/// The driver times of the device's CUDA backend (none on the mock).
+fn driver_calls(dev: &Device) -> Value {
+    if dev.alloc().backend().name() != "cuda" {
+        return json!([]);
+    }
+    // The device's backend is the process-wide one of its ordinal, made already.
+    match devpool_cuda::CudaBackend::get(dev.ordinal) {
+        Ok(b) => Value::Array(
+            b.driver_times()
+                .iter()
+                .map(|t| {
+                    json!({
+                        "call": t.call,
+                        "calls": t.calls,
+                        "total_ns": t.total_ns,
+                        "max_ns": t.max_ns,
+                    })
+                })
+                .collect(),
+        ),
+        Err(_) => json!([]),
+    }
 }

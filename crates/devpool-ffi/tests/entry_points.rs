@@ -50,6 +50,11 @@ fn round_trip_with_zero_and_odd_sizes() {
     assert_eq!(v["strategy"], "hybrid");
     assert_eq!(v["backend"], "mock");
     assert!(v["routes"]["small"].is_object(), "{v}");
+    assert_eq!(
+        v["driver_calls"],
+        serde_json::json!([]),
+        "the mock times no driver"
+    );
 
     // The settings are fixed once an allocator exists.
     // SAFETY: a NUL-terminated literal.
