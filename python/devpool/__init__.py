@@ -149,7 +149,8 @@ def configure(config: str | None = None, /, **settings: Any) -> None:
     instead, e.g. ``0.02``: more memory for fewer driver calls), ``move_slack`` (how far,
     as a fraction of that peak, the pool may widen this on its own when memory keeps
     moving from step to step), ``move_memory`` (``True``/``False``), and
-    ``chunk_pages``, ``chunk_divisor``, ``chunk_min_pages`` (how finely mapped runs
+    ``map_batch`` (pages mapped at once where a block needs pages), ``chunk_pages``,
+    ``chunk_divisor``, ``chunk_min_pages`` (how finely mapped runs
     are cut into physical chunks: every chunk costs the driver one mapping, so
     coarser chunks cost fewer driver calls and may hold more memory). Keys not given
     keep their value. Without a GPU and without a backend named

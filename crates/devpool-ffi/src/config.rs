@@ -10,6 +10,7 @@
 //! | `move_margin` | fraction 0..1: how far past the recent peak the pool grows before it moves unused memory instead | 0 |
 //! | `move_slack` | fraction 0..1: how far that limit widens when memory keeps moving | 0 |
 //! | `move_memory` | `on`, `off`: whether unused memory moves to where a block needs it | `on` |
+//! | `map_batch` | count: pages mapped at once where a block lands on unmapped pages, room allowing (at most twice what the block needs) | 16 |
 //! | `chunk_pages` | count: the most pages of one physical chunk | 128 (buddy: 8) |
 //! | `chunk_divisor` | count: runs are cut into chunks of about this fraction of them | 16 |
 //! | `chunk_min_pages` | count: the fewest pages of a chunk cut from a run | 1 |
@@ -56,7 +57,7 @@ pub enum ConfigError {
     #[error("`{0}` is not a key=value pair")]
     NotAPair(String),
     /// A key of no setting.
-    #[error("unknown key `{0}` (strategy, backend, small_max, huge_min, cache_floor, move_margin, move_slack, move_memory, chunk_pages, chunk_divisor, chunk_min_pages, mock_capacity, log)")]
+    #[error("unknown key `{0}` (strategy, backend, small_max, huge_min, cache_floor, move_margin, move_slack, move_memory, map_batch, chunk_pages, chunk_divisor, chunk_min_pages, mock_capacity, log)")]
     UnknownKey(String),
     /// A strategy name not in [`devpool::STRATEGIES`].
     #[error(transparent)]
@@ -189,6 +190,10 @@ pub struct Config {
     /// Strategies with a page layer: whether unused memory moves to where a block
     /// needs it ([`VmConfig::move_memory`](devpool::tlsf::VmConfig::move_memory)).
     pub move_memory: Option<bool>,
+    /// Strategies with a page layer: pages mapped at once where a block lands on
+    /// unmapped pages, room allowing
+    /// ([`VmConfig::map_batch_pages`](devpool::tlsf::VmConfig::map_batch_pages)).
+    pub map_batch: Option<usize>,
     /// Strategies with a page layer: the most pages of one physical chunk
     /// ([`VmConfig::chunk_pages`](devpool::tlsf::VmConfig::chunk_pages)).
     pub chunk_pages: Option<usize>,
@@ -216,6 +221,7 @@ impl Default for Config {
             move_margin: None,
             move_slack: None,
             move_memory: None,
+            map_batch: None,
             chunk_pages: None,
             chunk_divisor: None,
             chunk_min_pages: None,
@@ -271,6 +277,9 @@ impl Config {
             if let Some(m) = self.move_memory {
                 p.move_memory = m;
             }
+            if let Some(n) = self.map_batch {
+                p.map_batch_pages = n;
+            }
             if let Some(n) = self.chunk_pages {
                 p.chunk_pages = n;
             }
@@ -300,6 +309,7 @@ impl Config {
             "move_margin" => self.move_margin = Some(parse_fraction(key, value)?),
             "move_slack" => self.move_slack = Some(parse_fraction(key, value)?),
             "move_memory" => self.move_memory = Some(parse_flag(key, value)?),
+            "map_batch" => self.map_batch = Some(parse_count(key, value)?),
             "chunk_pages" => self.chunk_pages = Some(parse_count(key, value)?),
             "chunk_divisor" => self.chunk_divisor = Some(parse_count(key, value)?),
             "chunk_min_pages" => self.chunk_min_pages = Some(parse_count(key, value)?),
@@ -326,6 +336,7 @@ impl Config {
             || self.move_margin.is_some()
             || self.move_slack.is_some()
             || self.move_memory.is_some()
+            || self.map_batch.is_some()
             || self.chunk_pages.is_some()
             || self.chunk_divisor.is_some()
             || self.chunk_min_pages.is_some();
@@ -379,6 +390,7 @@ impl fmt::Display for Config {
             write!(f, ";move_memory={}", if m { "on" } else { "off" })?;
         }
         for (key, v) in [
+            ("map_batch", self.map_batch),
             ("chunk_pages", self.chunk_pages),
             ("chunk_divisor", self.chunk_divisor),
             ("chunk_min_pages", self.chunk_min_pages),
@@ -533,7 +545,7 @@ mod tests {
             "strategy=hybrid;huge_min=off",
             "strategy=tlsf-virtual;backend=mock",
             "strategy=buddy-virtual;cache_floor=64M;move_margin=0.125;move_memory=off",
-            "chunk_pages=32;chunk_divisor=4;chunk_min_pages=2",
+            "chunk_pages=32;chunk_divisor=4;chunk_min_pages=2;map_batch=8",
         ] {
             let mut c = Config::default();
             c.apply(text).unwrap();
