@@ -19,9 +19,10 @@
 //!   ([`Backend::map_chunks`](devpool_core::Backend::map_chunks)): a run is cut at
 //!   the block's ends (the pages it shares with neighbours and those mapped ahead
 //!   are chunks of their own), and each piece into chunks of about a sixteenth of it,
-//!   at most [`VmConfig::chunk_pages`] pages. Creating one 16 MiB allocation costs
-//!   the driver little more than one of 2 MiB, so large blocks cost few calls; a
-//!   chunk is given back, or moved, only whole.
+//!   at most [`VmConfig::chunk_pages`] pages. Each chunk is one mapping, and the
+//!   driver's cost grows with the mappings rather than the bytes, so large blocks
+//!   cost few of them; a chunk is given back, or moved, only whole, so finer chunks
+//!   hold less memory for more driver time.
 //! - **Moving memory**: once the pool holds its limit (the recent peak of allocated
 //!   bytes plus the floor, or the recent peak of bytes held, whichever is higher), a
 //!   block that needs pages takes the memory of unused chunks elsewhere instead of
