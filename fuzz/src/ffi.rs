@@ -116,6 +116,7 @@ pub enum Key {
 const WORDS: &[&str] = &[
     "hybrid",
     "hybrid-inference",
+    "hybrid-coarse",
     "hybrid-buddy",
     "slab",
     "buddy-region",

@@ -72,14 +72,20 @@ void devpool_free(void *ptr, size_t size, int device, cudaStream_t stream);
 /*
  * Apply a configuration string over the current settings, before the first
  * allocation. Keys (separated by ';'):
- *   strategy=hybrid|hybrid-inference|hybrid-buddy|slab|fixed|buddy-region|
- *            buddy-virtual|buddy|tlsf-region|tlsf-virtual|tlsf|arena|ring|
- *            direct  (hybrid; `devpool strategies` lists them)
+ *   strategy=hybrid|hybrid-coarse|hybrid-inference|hybrid-buddy|slab|fixed|
+ *            buddy-region|buddy-virtual|buddy|tlsf-region|tlsf-virtual|tlsf|
+ *            arena|ring|direct  (hybrid; `devpool strategies` lists them)
  *   backend=cuda|mock          (cuda; mock is a CPU stand-in for tests)
  *   small_max=<bytes>          hybrid: largest request for the slab
  *                              (64K; 1M for hybrid-buddy)
  *   huge_min=<bytes>|off       hybrid: requests from here get own regions
  *                              (off; 1G for hybrid-inference)
+ *   cache_floor=<bytes>, move_margin=<0..1>, move_slack=<0..1>,
+ *   move_memory=on|off, map_batch=<pages>, chunk_pages=<pages>,
+ *   chunk_divisor=<n>, chunk_min_pages=<pages>
+ *                              strategies that map pages: the page layer's
+ *                              settings (docs/DESIGN.md; coarser chunks and no
+ *                              moving: fewer driver calls, more memory)
  *   mock_capacity=<bytes>      mock: memory per device (141G)
  *   log=off|once|all           misuse messages on stderr (once)
  * Sizes take K, M, G, T suffixes. Example: "strategy=hybrid;backend=cuda".
@@ -94,7 +100,8 @@ int devpool_configure(const char *config);
  * (live/allocated/reserved bytes and live blocks as {current, peak},
  * allocations, frees, backend_calls, failures), backend_counters (bytes_in_use
  * {current, peak}: device memory held), reserved_bytes, peak_reserved_bytes,
- * live_pointers, bad_calls, panics, routes (hybrid). A device without an
+ * live_pointers, bad_calls, panics, routes (hybrid), driver_calls (CUDA: time
+ * in each driver entry point the backend called). A device without an
  * allocator yet gives {"device", "initialized": false, "config"}.
  * Free the string with devpool_string_free. NULL on error.
  */

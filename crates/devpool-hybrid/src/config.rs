@@ -65,6 +65,29 @@ impl HybridConfig {
         }
     }
 
+    /// Coarse: as training, but each block's pages are mapped as whole pieces (cut
+    /// only at the block's ends) and unused memory never moves: the pool maps new
+    /// memory and gives back what its bound says. Every piece is one mapping, and
+    /// the driver's cost grows with the mappings, so this costs a fraction of the
+    /// driver time and holds more where freed memory is reused in pieces. On an
+    /// H200 (docs/BENCHMARKS.md) the bundled training traces took 46 and 16 ms of
+    /// allocator time (the driver pool 62 and 16, training 199 and 78) for 1.018 and
+    /// 1.013 times the live peak (training 1.003 and 1.008); an encoder serving
+    /// trace held 1.316 (training 1.058).
+    pub fn coarse() -> Self {
+        let mut c = Self::training();
+        if let LargeStrategy::Tlsf(t) = &mut c.large {
+            t.pages = t.pages.clone().chunk_divisor(1).move_memory(false);
+        }
+        c
+    }
+
+    /// Whether the large route is TLSF with the page settings of [`coarse`](Self::coarse).
+    pub fn is_coarse(&self) -> bool {
+        matches!(&self.large, LargeStrategy::Tlsf(t)
+            if t.pages.chunk_divisor == 1 && !t.pages.move_memory)
+    }
+
     /// Inference: as training, but weights and KV caches of 1 GiB and more get their
     /// own regions: they live for the whole run and need no pool around them.
     pub fn inference() -> Self {

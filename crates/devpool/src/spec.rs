@@ -157,7 +157,19 @@ pub const STRATEGIES: &[Strategy] = &[
         spec: || StrategySpec::Hybrid(HybridConfig::training()),
         takes: |s| {
             matches!(s, StrategySpec::Hybrid(c)
-                if c.huge_min == usize::MAX && matches!(c.large, LargeStrategy::Tlsf(_)))
+                if c.huge_min == usize::MAX
+                    && matches!(c.large, LargeStrategy::Tlsf(_))
+                    && !c.is_coarse())
+        },
+    },
+    Strategy {
+        name: "hybrid-coarse",
+        about: "hybrid, each block's pages one mapping and no moving: a fraction of the driver calls, more memory where freed memory is reused in pieces",
+        listed: true,
+        spec: || StrategySpec::Hybrid(HybridConfig::coarse()),
+        takes: |s| {
+            matches!(s, StrategySpec::Hybrid(c)
+                if c.huge_min == usize::MAX && c.is_coarse())
         },
     },
     Strategy {

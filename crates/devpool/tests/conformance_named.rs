@@ -28,6 +28,7 @@ named! {
     arena => "arena";
     ring => "ring";
     hybrid => "hybrid";
+    hybrid_coarse => "hybrid-coarse";
     hybrid_inference => "hybrid-inference";
     hybrid_buddy => "hybrid-buddy";
     fixed => "fixed", max_size = devpool::FIXED_BLOCK_SIZE;
