@@ -18,16 +18,21 @@ fn frag(r: &ReplayReport) -> String {
     }
 }
 
-/// The table of `reports`, with the footnotes its marks need.
-pub fn table(reports: &[ReplayReport]) -> String {
-    let mut t = String::new();
-    // Wide enough for the longest name (settings from --config included).
-    let w = reports
+/// The width of the strategy column: the longest name (settings from `--config`
+/// included), at least 17.
+pub fn name_width(reports: &[ReplayReport]) -> usize {
+    reports
         .iter()
         .map(|r| r.strategy.len())
         .max()
         .unwrap_or(0)
-        .max(17);
+        .max(17)
+}
+
+/// The table of `reports`, with the footnotes its marks need.
+pub fn table(reports: &[ReplayReport]) -> String {
+    let mut t = String::new();
+    let w = name_width(reports);
     let _ = writeln!(
         t,
         "{:<22} {:<w$} {:>7} {:>11} {:>11} {:>10} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}",

@@ -13,13 +13,7 @@ fn ms(l: &OpLatency) -> f64 {
 /// The time table of `reports` (those without driver times are left out).
 pub fn time_table(reports: &[ReplayReport]) -> String {
     let mut t = String::new();
-    // Wide enough for the longest name (settings from --config included).
-    let w = reports
-        .iter()
-        .map(|r| r.strategy.len())
-        .max()
-        .unwrap_or(0)
-        .max(17);
+    let w = crate::table::name_width(reports);
     let _ = writeln!(
         t,
         "{:<22} {:<w$} {:>10} {:>16} {:>11} {:>11} {:>10} {:>15} {:>10}  driver calls (ms, calls, longest)",
