@@ -4,9 +4,9 @@
 //!
 //! | route | sizes | strategy |
 //! |---|---|---|
-//! | small | up to `small_max`: 64 KiB in the `training` and `inference` presets, 1 MiB in `with_buddy` | [`devpool_slab`]: size classes, O(1), per-thread caches; its slabs are blocks of the large route (`slabs_from_large`), so both share pages |
-//! | large | above `small_max` | a virtual-memory strategy: TLSF best fit ([`devpool_tlsf`]) or buddy ([`devpool_buddy`]), pages mapped only for bytes in use |
-//! | huge | from `huge_min`: 1 GiB in the `inference` preset, off (never) in `training` and `with_buddy` | one backend region per block ([`devpool_core::DirectPool`]) |
+//! | small | up to `small_max`: 64 KiB in the `training`, `coarse` and `inference` presets, 1 MiB in `with_buddy` | [`devpool_slab`]: size classes, O(1), per-thread caches; its slabs are blocks of the large route (`slabs_from_large`), so both share pages |
+//! | large | above `small_max` | a virtual-memory strategy: TLSF best fit ([`devpool_tlsf`]) or buddy ([`devpool_buddy`]), pages mapped only for bytes in use (in `coarse`, each block's pages one mapping, and unused memory never moves: fewer driver calls, more memory) |
+//! | huge | from `huge_min`: 1 GiB in the `inference` preset, off (never) in `training`, `coarse` and `with_buddy` | one backend region per block ([`devpool_core::DirectPool`]) |
 //!
 //! Routing is one or two compares on the request size; a block remembers its route
 //! in the top two bits of its handle (the router's bits of the core contract,
