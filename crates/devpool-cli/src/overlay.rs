@@ -6,12 +6,15 @@ use crate::error::{CliError, Result};
 use devpool::StrategySpec;
 use devpool_ffi::Config;
 
-/// Keys the commands take from their own flags, not from `--config`.
-const OWN_FLAGS: [(&str, &str); 4] = [
-    ("strategy", "--strategies"),
-    ("backend", "--backend"),
-    ("mock_capacity", "--backend"),
-    ("log", "--backend"),
+/// Keys `--config` refuses, and why: the commands set them otherwise.
+const REFUSED: [(&str, &str); 4] = [
+    ("strategy", "is set with --strategies"),
+    ("backend", "is set with --backend"),
+    (
+        "mock_capacity",
+        "is fixed for the mock of compare and replay",
+    ),
+    ("log", "does not apply to compare and replay"),
 ];
 
 /// Parsed `--config` settings and the text they came from.
@@ -26,10 +29,8 @@ impl Overlay {
     pub fn parse(text: &str) -> Result<Overlay> {
         for item in text.split(';') {
             let key = item.split('=').next().unwrap_or("").trim();
-            if let Some((_, flag)) = OWN_FLAGS.iter().find(|(k, _)| *k == key) {
-                return Err(CliError::Config(format!(
-                    "`{key}` is set with {flag}, not with --config"
-                )));
+            if let Some((_, why)) = REFUSED.iter().find(|(k, _)| *k == key) {
+                return Err(CliError::Config(format!("`{key}` {why}, not --config")));
             }
         }
         let mut cfg = Config::default();
