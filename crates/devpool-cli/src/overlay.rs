@@ -8,8 +8,8 @@ use devpool_ffi::Config;
 
 /// Keys `--config` refuses, and why: the commands set them otherwise.
 const REFUSED: [(&str, &str); 4] = [
-    ("strategy", "is set with --strategies"),
-    ("backend", "is set with --backend"),
+    ("strategy", "is set with --strategies, not here"),
+    ("backend", "is set with --backend, not here"),
     (
         "mock_capacity",
         "is fixed for the mock of compare and replay",
@@ -30,7 +30,7 @@ impl Overlay {
         for item in text.split(';') {
             let key = item.split('=').next().unwrap_or("").trim();
             if let Some((_, why)) = REFUSED.iter().find(|(k, _)| *k == key) {
-                return Err(CliError::Config(format!("`{key}` {why}, not --config")));
+                return Err(CliError::Config(format!("`{key}` {why}")));
             }
         }
         let mut cfg = Config::default();
