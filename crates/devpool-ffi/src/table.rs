@@ -115,17 +115,33 @@ impl Slots {
     /// The slot holding `addr`, if any.
     #[inline]
     fn find(&self, addr: u64) -> Option<usize> {
+        self.find_or_vacant(addr).ok()
+    }
+
+    /// The slot holding `addr` (`Ok`), or the empty slot that ends its probe run
+    /// (`Err`).
+    #[inline]
+    fn find_or_vacant(&self, addr: u64) -> Result<usize, usize> {
         let mut i = self.home(addr);
         loop {
             let k = self.slots[i][0];
             if k == EMPTY {
-                return None;
+                return Err(i);
             }
             if k & !0xFF == addr && k != GONE {
-                return Some(i);
+                return Ok(i);
             }
             i = (i + 1) & self.mask();
         }
+    }
+
+    /// Put an entry into the empty slot `i` that [`find_or_vacant`](Self::find_or_vacant)
+    /// gave for its address.
+    #[inline]
+    fn fill(&mut self, i: usize, s: Slot) {
+        debug_assert_eq!(self.slots[i][0], EMPTY);
+        self.slots[i] = s;
+        self.live += 1;
     }
 
     /// Put an entry whose address is in no slot (the table is below half full).
@@ -180,9 +196,17 @@ impl Default for Shard {
 }
 
 impl Shard {
-    /// Move the entries of the next few old slots into the current table.
+    /// Move the entries of the next few old slots into the current table, if a
+    /// table is being emptied (rarely: the check is all most operations pay).
     #[inline]
     fn migrate(&mut self) {
+        if self.old.is_some() {
+            self.migrate_some();
+        }
+    }
+
+    #[cold]
+    fn migrate_some(&mut self) {
         let Some((old, at)) = &mut self.old else {
             return;
         };
@@ -230,19 +254,45 @@ impl Shard {
 
     fn insert(&mut self, key: u64, block: &Block) -> Option<Block> {
         self.migrate();
-        let prev = self.take(key & !0xFF);
-        if (self.cur.live + 1) * 2 > self.cur.slots.len() {
-            // The old table empties long before the new one is half full.
-            debug_assert!(self.old.is_none());
-            while self.old.is_some() {
-                self.migrate();
-            }
-            let bigger = Slots::new(self.cur.slots.len() * 2);
-            self.old = Some((std::mem::replace(&mut self.cur, bigger), 0));
+        let addr = key & !0xFF;
+        // One probe finds the address (an allocator bug) or the empty slot to fill.
+        let vacant = match self.cur.find_or_vacant(addr) {
+            Ok(i) => return self.replace(i, key, block),
+            Err(i) => i,
+        };
+        let prev = match self.old {
+            Some(_) => self.take(addr),
+            None => None,
+        };
+        if (self.cur.live + 1) * 2 <= self.cur.slots.len() {
+            self.cur.fill(vacant, pack(key, block));
+            return prev;
+        }
+        self.grow_and_put(key, block);
+        prev
+    }
+
+    /// The slot at `i` of the current table holds `key`'s address already: put the
+    /// new block there and return the old one.
+    #[cold]
+    fn replace(&mut self, i: usize, key: u64, block: &Block) -> Option<Block> {
+        let prev = unpack(&self.cur.slots[i]);
+        self.cur.slots[i] = pack(key, block);
+        Some(prev)
+    }
+
+    /// Start a table twice as large and put the block there.
+    #[cold]
+    fn grow_and_put(&mut self, key: u64, block: &Block) {
+        // The old table empties long before the new one is half full.
+        debug_assert!(self.old.is_none());
+        while self.old.is_some() {
             self.migrate();
         }
+        let bigger = Slots::new(self.cur.slots.len() * 2);
+        self.old = Some((std::mem::replace(&mut self.cur, bigger), 0));
+        self.migrate();
         self.cur.put(pack(key, block));
-        prev
     }
 
     fn len(&self) -> usize {
