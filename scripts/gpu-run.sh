@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # Everything that needs a real GPU, in one go, from the executables scripts/pack-gpu.sh
 # built into .gpu/. Results go to OUT_DIR:
-#   gpu.txt           the device, and `devpool info --backend cuda`
+#   gpu.txt           the device, the host's processor (lscpu), and `devpool info --backend cuda`
 #   tests.txt         the GPU tests (one GPU; two-GPU tests too when two are present)
 #   bench.json        `devpool bench --backend cuda`: strategies against cuMemAlloc and cuMemAllocAsync
+#   live.json         `devpool bench --backend cuda --live ...`: cost per operation with N blocks live
 #   compare.json      `devpool compare --backend cuda`: the bundled traces replayed on the GPU
 #   summary.json/.md  scripts/gpu-proof.sh: the C example, PyTorch and CuPy through the C ABI
 #                     (its logs in \$PROOF_DIR, default OUT_DIR/proof)
-# Usage: scripts/gpu-run.sh OUT_DIR [parts...]   (parts: info tests bench compare proof; default all)
+# Usage: scripts/gpu-run.sh OUT_DIR [parts...]   (parts: info tests bench live compare proof; default all)
 set -u
 out=$1; shift
-parts=${*:-info tests bench compare proof}
+parts=${*:-info tests bench live compare proof}
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 has() { [[ " $parts " == *" $1 "* ]]; }
 if has info; then
-    { nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv; .gpu/devpool info --backend cuda; } 2>&1 | tee "$out/gpu.txt"
+    { nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
+      lscpu | grep -E "Model name|^CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|MHz|L2|L3"
+      .gpu/devpool info --backend cuda; } 2>&1 | tee "$out/gpu.txt"
 fi
 if has tests; then
     for t in .gpu/test-gpu .gpu/test-gpu_strategies .gpu/test-ring_gpu .gpu/test-multi_gpu; do
@@ -39,6 +42,20 @@ for n in names:
     cells = ["%13s" % fig(get(w), "ns_per_op", 1, 1) for w in work]
     thr = [get("pair 64 KiB, own stream per thread", t) for t in (1, 4, 16)]
     print("%-16s" % n + "".join(cells) + "   " + " / ".join(fig(r, "ops_per_sec", 1e6, 2) for r in thr))
+PY
+fi
+if has live; then
+    timeout 300 .gpu/devpool bench --backend cuda --threads 1 --json --live 1000,10000,100000,1000000 \
+        --strategies "${LIVE_STRATEGIES:-cuMemAllocAsync,slab,tlsf-virtual,hybrid}" > "$out/live.json"
+    python3 - "$out/live.json" <<'PY'
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1])) if r["workload"].startswith("live ")]
+names = list(dict.fromkeys(r["strategy"] for r in rows))
+counts = sorted({int(r["workload"].split()[1]) for r in rows})
+print("%-22s" % "ns/op, live" + "".join("%10d" % c for c in counts))
+for n in names:
+    cell = lambda c: next((r["ns_per_op"] for r in rows if r["strategy"] == n and r["workload"] == "live %d" % c), None)
+    print("%-22s" % n + "".join("%10s" % ("-" if cell(c) is None else "%.1f" % cell(c)) for c in counts))
 PY
 fi
 if has compare; then
