@@ -5,10 +5,9 @@ use crate::index::{Index, State};
 use crate::span::Span;
 use devpool_core::{
     Backend, Block, Counters, DeviceId, DevicePtr, Error, Gauge, IntoBackend, Pool, Request,
-    Result, Stats, StreamOrdered, Tally,
+    Result, SpinLock, Stats, StreamOrdered, Tally,
 };
 use devpool_vm::{CachePolicy, PageLayer};
-use parking_lot::Mutex;
 use std::sync::Arc;
 
 /// Blocks of a class looked at per search.
@@ -58,7 +57,9 @@ pub struct TlsfPool {
     pub(crate) page: u64,
     pub(crate) device: DeviceId,
     pub(crate) counters: Counters,
-    pub(crate) inner: Mutex<Inner>,
+    /// A pool serves one stream, so its lock is rarely contended: a spin lock takes
+    /// one atomic swap and gives it back with a plain store (as the buddy pool's).
+    pub(crate) inner: SpinLock<Inner>,
 }
 
 /// The TLSF allocator over `backend`: one [`TlsfPool`] per stream, named
@@ -112,7 +113,7 @@ impl TlsfPool {
             unsupported: is_virtual && !backend.supports_virtual(),
             page: page as u64,
             counters: Counters::default(),
-            inner: Mutex::new(Inner {
+            inner: SpinLock::new(Inner {
                 index: Index::new(cfg.granule as u64, SCAN),
                 spans: Vec::new(),
                 vm: PageLayer::new(backend.clone(), cfg.pages.clone()),
