@@ -211,26 +211,18 @@ impl Pool for TlsfPool {
                 })?
             }
         };
+        let size = size as u64;
         let (i, addr) = if self.is_virtual {
-            self.prefer_mapped(&g, i, need, size as u64, align as u64)
+            self.place(&mut g, i, need, size, align as u64)?
         } else {
             let n = g.index.node(i);
             // Spans end far below the top of the address space: no overflow.
-            (i, (n.addr + align as u64 - 1) & !(align as u64 - 1))
-        };
-        let n = *g.index.node(i);
-        let size = size as u64;
-        if self.is_virtual {
-            self.map_for(
-                &mut g,
-                n.span,
-                (n.addr, n.addr + n.size),
-                (addr, addr + size),
-            )?;
-        } else {
+            let at = (n.addr + align as u64 - 1) & !(align as u64 - 1);
             g.policy.on_alloc(size);
-        }
-        g.index.carve(i, addr - n.addr, size, req.size as u64);
+            (i, at)
+        };
+        let pad = addr - g.index.node(i).addr;
+        g.index.carve(i, pad, size, req.size as u64);
         let gen = g.index.node(i).gen as u64 & GEN_MASK;
         g.tally.on_alloc(req.size as u64, size);
         self.tick(&mut g);

@@ -7,12 +7,55 @@
 //! from) and decides what to unmap.
 
 use crate::pool::{Inner, TlsfPool};
+use crate::span::Span;
 use devpool_core::{DevicePtr, Error, Result, StreamId};
 
 /// Free blocks looked at when the first pick would need mapping.
 const PREFER_SCAN: usize = 64;
 
 impl TlsfPool {
+    /// Where to carve `size` bytes at `align` for a request of `need` bytes, given
+    /// `first`, the index's pick, with the block's pages counted as used (those
+    /// missing mapped): the pick's start when its pages are all mapped (a few checks
+    /// of their bits), else the wider search of [`prefer_mapped`](Self::prefer_mapped).
+    /// On error nothing is counted.
+    #[inline]
+    pub(crate) fn place(
+        &self,
+        g: &mut Inner,
+        first: u32,
+        need: u64,
+        size: u64,
+        align: u64,
+    ) -> Result<(u32, u64)> {
+        let n = g.index.node(first);
+        // Spans end far below the top of the address space: no overflow.
+        let at = (n.addr + align - 1) & !(align - 1);
+        if let Some(Some(Span { range: Some(r), .. })) = g.spans.get(n.span as usize) {
+            if g.vm.acquire_mapped(*r, (at, at + size)) {
+                return Ok((first, at));
+            }
+        }
+        self.place_mapping(g, first, need, size, align)
+    }
+
+    /// [`place`](Self::place) when the pick lands on pages that are not mapped (or
+    /// retiring): another free block may need fewer.
+    #[inline(never)]
+    fn place_mapping(
+        &self,
+        g: &mut Inner,
+        first: u32,
+        need: u64,
+        size: u64,
+        align: u64,
+    ) -> Result<(u32, u64)> {
+        let (i, addr) = self.prefer_mapped(g, first, need, size, align);
+        let n = *g.index.node(i);
+        self.map_for(g, n.span, (n.addr, n.addr + n.size), (addr, addr + size))?;
+        Ok((i, addr))
+    }
+
     /// Map what block `[b, e)`, about to be carved from free block `[fa, fe)` of span
     /// `span`, is missing, and count its pages as used. On error nothing is counted.
     pub(crate) fn map_for(

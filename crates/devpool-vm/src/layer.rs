@@ -342,15 +342,49 @@ impl PageLayer {
         Ok(())
     }
 
+    /// [`acquire`](Self::acquire) for a block whose pages are all mapped here and
+    /// none retiring, the common case of a pool that reuses its memory: counts its
+    /// pages as used, as `acquire` would, and returns true. Otherwise (pages to map,
+    /// retiring pages to take back, bytes outside the range) changes nothing and
+    /// returns false: call `acquire`. It looks at the block's bits, a word at a time,
+    /// and never calls the backend.
+    #[inline]
+    pub fn acquire_mapped(&mut self, r: RangeId, (lo, hi): (u64, u64)) -> bool {
+        let shift = self.shift;
+        let Some(Some(rg)) = self.ranges.get_mut(r.index()) else {
+            return false;
+        };
+        if lo >= hi || !rg.holds(lo, hi) {
+            return false;
+        }
+        let pages = Footprint::of(rg, shift, lo, hi);
+        // Moved pages are retiring too: no retiring page means none moved.
+        if !rg.mapped.all(pages.p0, pages.p1)
+            || (self.n.retiring > 0 && rg.retiring.any(pages.p0, pages.p1))
+        {
+            return false;
+        }
+        let missing = crate::uses::add_uses(rg, &mut self.n, pages);
+        debug_assert_eq!(missing, 0);
+        self.policy.on_alloc(hi - lo);
+        self.after_op(false);
+        true
+    }
+
     /// The block at bytes `[lo, hi)` of range `r`, last used on `stream`, is gone:
     /// pages no other block touches become unused (still mapped, as cache). They are
     /// unmapped only once the work queued on `stream` before now has completed.
+    #[inline]
     pub fn release(&mut self, r: RangeId, (lo, hi): (u64, u64), stream: StreamId) {
-        let Ok(rg) = self.checked(r, lo, hi) else {
+        let shift = self.shift;
+        let Some(Some(rg)) = self.ranges.get_mut(r.index()) else {
             return;
         };
-        let pages = Footprint::of(rg, self.shift, lo, hi);
-        self.take_uses(r, pages);
+        if lo >= hi || !rg.holds(lo, hi) {
+            return;
+        }
+        let pages = Footprint::of(rg, shift, lo, hi);
+        crate::uses::take_uses(rg, &mut self.n, pages);
         // A stream's pool releases its own blocks: the last stream is nearly always
         // the one, and the list holds only the streams that ever released here.
         if self.streams.last() != Some(&stream) && !self.streams.contains(&stream) {

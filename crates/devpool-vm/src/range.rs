@@ -65,6 +65,7 @@ impl Range {
     }
 
     /// Whether `[lo, hi)` lies in the range.
+    #[inline]
     pub fn holds(&self, lo: u64, hi: u64) -> bool {
         lo >= self.base && hi >= lo && hi <= self.base + self.size
     }

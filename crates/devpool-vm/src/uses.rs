@@ -7,7 +7,7 @@
 //! read from the bits when it matters (when memory moves or goes back), so blocks
 //! cost nothing per chunk.
 
-use crate::layer::{at, PageLayer, RangeId};
+use crate::layer::{at, Counts, PageLayer, RangeId};
 use crate::range::Range;
 
 /// The pages a block touches: `[p0, p1)`, of which it covers `[f0, f1)` whole.
@@ -28,65 +28,97 @@ impl Footprint {
         Footprint { p0, p1, f0, f1 }
     }
 
-    /// The pages at its ends that it covers only in part (at most two).
+    /// The pages at its ends that it covers only in part: at most two, `p0` when
+    /// the block starts inside it, and the page after its whole pages when it ends
+    /// inside that one (a block inside one page has the one, counted once).
     #[inline]
-    fn edges(self) -> impl Iterator<Item = usize> {
-        (self.p0..self.f0).chain(self.f1.max(self.f0)..self.p1)
+    fn edges(self) -> (Option<usize>, Option<usize>) {
+        let e = self.f1.max(self.f0);
+        (
+            (self.p0 < self.f0).then_some(self.p0),
+            (e < self.p1).then_some(e),
+        )
+    }
+}
+
+/// Add one use to the pages of `pages` in `rg`; returns how many used pages are not
+/// mapped. `n` keeps the layer's counts.
+#[inline]
+pub(crate) fn add_uses(rg: &mut Range, n: &mut Counts, pages: Footprint) -> u64 {
+    let mut missing = 0u64;
+    let (f0, f1) = (pages.f0, pages.f1);
+    if f0 < f1 {
+        rg.used.set(f0, f1, true);
+        let k = (f1 - f0) as u64;
+        let m = rg.mapped.count(f0, f1) as u64;
+        n.used += k;
+        n.unused -= m;
+        missing += k - m;
+    }
+    let mut edge = |p: usize| {
+        let u = rg.uses[p];
+        rg.uses[p] = u + 1;
+        if u == 0 {
+            rg.used.set(p, p + 1, true);
+            n.used += 1;
+            if rg.mapped.get(p) {
+                n.unused -= 1;
+            } else {
+                missing += 1;
+            }
+        }
+    };
+    let (a, b) = pages.edges();
+    if let Some(p) = a {
+        edge(p);
+    }
+    if let Some(p) = b {
+        edge(p);
+    }
+    missing
+}
+
+/// Take one use off the pages of `pages` in `rg`: those left with none become
+/// unused. `n` keeps the layer's counts.
+#[inline]
+pub(crate) fn take_uses(rg: &mut Range, n: &mut Counts, pages: Footprint) {
+    let (f0, f1) = (pages.f0, pages.f1);
+    if f0 < f1 {
+        rg.used.set(f0, f1, false);
+        n.used -= (f1 - f0) as u64;
+        n.unused += rg.mapped.count(f0, f1) as u64;
+    }
+    let mut edge = |p: usize| {
+        let u = rg.uses[p] - 1;
+        rg.uses[p] = u;
+        if u == 0 {
+            rg.used.set(p, p + 1, false);
+            n.used -= 1;
+            if rg.mapped.get(p) {
+                n.unused += 1;
+            }
+        }
+    };
+    let (a, b) = pages.edges();
+    if let Some(p) = a {
+        edge(p);
+    }
+    if let Some(p) = b {
+        edge(p);
     }
 }
 
 impl PageLayer {
     /// Add one use to the pages of `pages`; returns how many used pages are not
     /// mapped.
+    #[inline]
     pub(crate) fn add_uses(&mut self, r: RangeId, pages: Footprint) -> u64 {
-        let rg = at(&mut self.ranges, r);
-        let mut missing = 0u64;
-        let (f0, f1) = (pages.f0, pages.f1);
-        if f0 < f1 {
-            rg.used.set(f0, f1, true);
-            let n = (f1 - f0) as u64;
-            let m = rg.mapped.count(f0, f1) as u64;
-            self.n.used += n;
-            self.n.unused -= m;
-            missing += n - m;
-        }
-        for p in pages.edges() {
-            let u = rg.uses[p];
-            rg.uses[p] = u + 1;
-            if u > 0 {
-                continue;
-            }
-            rg.used.set(p, p + 1, true);
-            self.n.used += 1;
-            if rg.mapped.get(p) {
-                self.n.unused -= 1;
-            } else {
-                missing += 1;
-            }
-        }
-        missing
+        add_uses(at(&mut self.ranges, r), &mut self.n, pages)
     }
 
     /// Take one use off the pages of `pages`: those left with none become unused.
+    #[inline]
     pub(crate) fn take_uses(&mut self, r: RangeId, pages: Footprint) {
-        let rg = at(&mut self.ranges, r);
-        let (f0, f1) = (pages.f0, pages.f1);
-        if f0 < f1 {
-            rg.used.set(f0, f1, false);
-            self.n.used -= (f1 - f0) as u64;
-            self.n.unused += rg.mapped.count(f0, f1) as u64;
-        }
-        for p in pages.edges() {
-            let u = rg.uses[p] - 1;
-            rg.uses[p] = u;
-            if u > 0 {
-                continue;
-            }
-            rg.used.set(p, p + 1, false);
-            self.n.used -= 1;
-            if rg.mapped.get(p) {
-                self.n.unused += 1;
-            }
-        }
+        take_uses(at(&mut self.ranges, r), &mut self.n, pages)
     }
 }
