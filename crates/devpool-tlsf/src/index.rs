@@ -173,25 +173,26 @@ impl Index {
 
     #[inline]
     fn remove_free(&mut self, i: u32) {
-        let n = self.nodes[i as usize];
+        let n = &self.nodes[i as usize];
         debug_assert_eq!(n.state, State::Free);
-        if n.prev_free != NIL {
-            self.nodes[n.prev_free as usize].next_free = n.next_free;
+        let (prev, next, size) = (n.prev_free, n.next_free, n.size);
+        if prev != NIL {
+            self.nodes[prev as usize].next_free = next;
         } else {
-            let (fl, sl) = self.class(n.size);
-            self.heads[fl][sl] = n.next_free;
-            if n.next_free == NIL {
+            let (fl, sl) = self.class(size);
+            self.heads[fl][sl] = next;
+            if next == NIL {
                 self.sl_map[fl] &= !(1 << sl);
                 if self.sl_map[fl] == 0 {
                     self.fl_map &= !(1 << fl);
                 }
             }
         }
-        if n.next_free != NIL {
-            self.nodes[n.next_free as usize].prev_free = n.prev_free;
+        if next != NIL {
+            self.nodes[next as usize].prev_free = prev;
         }
         self.free_blocks -= 1;
-        self.free_bytes -= n.size;
+        self.free_bytes -= size;
     }
 
     #[inline]
@@ -329,31 +330,42 @@ impl Index {
     /// used block; its generation is bumped.
     #[inline]
     pub fn carve(&mut self, i: u32, pad: u64, size: u64, requested: u64) {
-        self.remove_free(i);
         let n = self.nodes[i as usize];
+        debug_assert_eq!(n.state, State::Free);
         debug_assert!(pad + size <= n.size);
-        if pad > 0 {
-            let f = self.new_node(n.addr, pad, n.span);
-            self.nodes[f as usize].prev_phys = n.prev_phys;
-            self.nodes[f as usize].next_phys = i;
-            if n.prev_phys != NIL {
-                self.nodes[n.prev_phys as usize].next_phys = f;
-            }
-            self.nodes[i as usize].prev_phys = f;
-            self.insert_free(f);
-        }
         let rest = n.size - pad - size;
-        if rest > 0 {
-            let t = self.new_node(n.addr + pad + size, rest, n.span);
-            self.nodes[t as usize].prev_phys = i;
-            self.nodes[t as usize].next_phys = n.next_phys;
-            if n.next_phys != NIL {
-                self.nodes[n.next_phys as usize].prev_phys = t;
-            } else {
-                self.span_last[n.span as usize] = t;
+        if pad == 0 && rest > 0 && n.prev_free == NIL && self.class(rest) == self.class(n.size) {
+            // The tail stays in the class and `i` heads its list: the tail takes its
+            // place there, which is where unlinking `i` and pushing the tail would
+            // put it, without touching the bitmaps.
+            let t = self.new_node(n.addr + size, rest, n.span);
+            self.link_after(i, t, n.next_phys);
+            let (fl, sl) = self.class(rest);
+            let tn = &mut self.nodes[t as usize];
+            tn.state = State::Free;
+            tn.next_free = n.next_free;
+            if n.next_free != NIL {
+                self.nodes[n.next_free as usize].prev_free = t;
             }
-            self.nodes[i as usize].next_phys = t;
-            self.insert_free(t);
+            self.heads[fl][sl] = t;
+            self.free_bytes -= size;
+        } else {
+            self.remove_free(i);
+            if pad > 0 {
+                let f = self.new_node(n.addr, pad, n.span);
+                self.nodes[f as usize].prev_phys = n.prev_phys;
+                self.nodes[f as usize].next_phys = i;
+                if n.prev_phys != NIL {
+                    self.nodes[n.prev_phys as usize].next_phys = f;
+                }
+                self.nodes[i as usize].prev_phys = f;
+                self.insert_free(f);
+            }
+            if rest > 0 {
+                let t = self.new_node(n.addr + pad + size, rest, n.span);
+                self.link_after(i, t, n.next_phys);
+                self.insert_free(t);
+            }
         }
         let u = &mut self.nodes[i as usize];
         u.addr = n.addr + pad;
@@ -364,21 +376,66 @@ impl Index {
         self.used_blocks += 1;
     }
 
+    /// Link new node `t` between `i` and `next` (`i`'s successor, or `NIL` when `i`
+    /// ends its span).
+    #[inline]
+    fn link_after(&mut self, i: u32, t: u32, next: u32) {
+        let tn = &mut self.nodes[t as usize];
+        tn.prev_phys = i;
+        tn.next_phys = next;
+        if next != NIL {
+            self.nodes[next as usize].prev_phys = t;
+        } else {
+            let span = tn.span;
+            self.span_last[span as usize] = t;
+        }
+        self.nodes[i as usize].next_phys = t;
+    }
+
     /// Free used block `i` and merge it with free neighbours; returns the merged free
     /// block.
     #[inline]
     pub fn release(&mut self, i: u32) -> u32 {
         debug_assert_eq!(self.nodes[i as usize].state, State::Used);
         self.used_blocks -= 1;
-        let mut m = i;
+        let size = self.nodes[i as usize].size;
         let p = self.nodes[i as usize].prev_phys;
-        if p != NIL && self.nodes[p as usize].state == State::Free {
+        let n = self.nodes[i as usize].next_phys;
+        let p_free = p != NIL && self.nodes[p as usize].state == State::Free;
+        let n_free = n != NIL && self.nodes[n as usize].state == State::Free;
+        // One free neighbour that heads its class list and stays in its class once
+        // merged: the merged block takes its place in the list, which is where
+        // unlinking it and pushing the merged block would put it, without touching
+        // the bitmaps.
+        if p_free != n_free {
+            let j = if p_free { p } else { n };
+            let nj = self.nodes[j as usize];
+            if nj.prev_free == NIL && self.class(nj.size + size) == self.class(nj.size) {
+                self.free_bytes += size;
+                if p_free {
+                    self.absorb_next(p);
+                    return p;
+                }
+                let ni = &mut self.nodes[i as usize];
+                ni.state = State::Free;
+                ni.prev_free = NIL;
+                ni.next_free = nj.next_free;
+                if nj.next_free != NIL {
+                    self.nodes[nj.next_free as usize].prev_free = i;
+                }
+                let (fl, sl) = self.class(nj.size);
+                self.heads[fl][sl] = i;
+                self.absorb_next(i);
+                return i;
+            }
+        }
+        let mut m = i;
+        if p_free {
             self.remove_free(p);
             self.absorb_next(p);
             m = p;
         }
-        let n = self.nodes[m as usize].next_phys;
-        if n != NIL && self.nodes[n as usize].state == State::Free {
+        if n_free {
             self.remove_free(n);
             self.absorb_next(m);
         }
@@ -459,6 +516,36 @@ impl Index {
                 i = n.prev_phys;
             }
         }
+        let mut listed = 0usize;
+        for fl in 0..FL {
+            for sl in 0..SL {
+                let head = self.heads[fl][sl];
+                if (head != NIL) != (self.sl_map[fl] & (1 << sl) != 0) {
+                    return Err(format!("class ({fl}, {sl}): list and bitmap disagree"));
+                }
+                let (mut i, mut prev) = (head, NIL);
+                while i != NIL {
+                    let n = &self.nodes[i as usize];
+                    if n.state != State::Free || self.class(n.size) != (fl, sl) {
+                        return Err(format!("node {i} in the list of class ({fl}, {sl})"));
+                    }
+                    if n.prev_free != prev {
+                        return Err(format!("node {i}: broken free back link"));
+                    }
+                    listed += 1;
+                    if listed > self.nodes.len() {
+                        return Err(format!("class ({fl}, {sl}): the list loops"));
+                    }
+                    (prev, i) = (i, n.next_free);
+                }
+            }
+            if (self.sl_map[fl] != 0) != (self.fl_map & (1 << fl) != 0) {
+                return Err(format!("first level {fl}: bitmaps disagree"));
+            }
+        }
+        if listed != free {
+            return Err(format!("{listed} blocks listed, {free} free"));
+        }
         if (free, bytes, used) != (self.free_blocks, self.free_bytes, self.used_blocks) {
             return Err(format!(
                 "counts {:?} differ from the lists {:?}",
@@ -508,6 +595,39 @@ mod tests {
         ix.verify().unwrap();
         assert_eq!(ix.counts(), (1, 1 << 30, 0));
         assert!(ix.whole_free(0).is_some());
+    }
+
+    #[test]
+    fn random_carves_and_releases_keep_every_list_consistent() {
+        // Carving from the front of a list's head and merging into it take the
+        // short paths; the others unlink and push. Both must leave the same lists.
+        let mut ix = Index::new(512, 8);
+        ix.add_span(0, 0, 1 << 30);
+        ix.add_span(1, 1 << 31, 3 << 28);
+        let mut live: Vec<u32> = Vec::new();
+        let mut x = 99u64;
+        for _ in 0..4000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            if live.len() < 64 && (x >> 40) % 3 != 0 {
+                let size = 512 << ((x >> 20) % 12);
+                let pad = if (x >> 50) % 4 == 0 { 512 } else { 0 };
+                if let Some(i) = ix.find(size + pad) {
+                    ix.carve(i, pad, size, size);
+                    live.push(i);
+                }
+            } else if !live.is_empty() {
+                let k = (x >> 33) as usize % live.len();
+                ix.release(live.swap_remove(k));
+            }
+            ix.verify().unwrap();
+        }
+        for i in live {
+            ix.release(i);
+        }
+        ix.verify().unwrap();
+        assert_eq!(ix.counts(), (2, (1 << 30) + (3 << 28), 0));
     }
 
     #[test]
