@@ -20,6 +20,18 @@ fn word_mask(w: usize, lo: usize, hi: usize) -> u64 {
     upper & (u64::MAX << a)
 }
 
+/// The words of non-empty `[lo, hi)`, first and last, and the masks of its bits in
+/// them: the first word's from `lo` up, the last word's below `hi`.
+#[inline]
+fn ends(lo: usize, hi: usize) -> (usize, usize, u64, u64) {
+    (
+        lo / 64,
+        (hi - 1) / 64,
+        u64::MAX << (lo % 64),
+        u64::MAX >> (63 - (hi - 1) % 64),
+    )
+}
+
 impl Bits {
     /// `len` bits, all clear.
     pub fn new(len: usize) -> Self {
@@ -34,19 +46,30 @@ impl Bits {
         self.words[i / 64] >> (i % 64) & 1 == 1
     }
 
+    /// Set (`on`) or clear bit `i`.
+    #[inline]
+    pub fn set_bit(&mut self, i: usize, on: bool) {
+        let m = 1u64 << (i % 64);
+        if on {
+            self.words[i / 64] |= m;
+        } else {
+            self.words[i / 64] &= !m;
+        }
+    }
+
     /// Set bits in `[lo, hi)`.
     #[inline]
     pub fn count(&self, lo: usize, hi: usize) -> usize {
         if lo >= hi {
             return 0;
         }
-        if lo / 64 == (hi - 1) / 64 {
+        let (a, b, first, last) = ends(lo, hi);
+        if a == b {
             // Within one word: most blocks' pages. All set or none is the common
             // answer, and needs no population count (a dozen instructions on a
             // target without one).
-            let w = lo / 64;
-            let m = word_mask(w, lo, hi);
-            let bits = self.words[w] & m;
+            let m = first & last;
+            let bits = self.words[a] & m;
             return if bits == m {
                 hi - lo
             } else if bits == 0 {
@@ -55,60 +78,81 @@ impl Bits {
                 bits.count_ones() as usize
             };
         }
-        (lo / 64..hi.div_ceil(64))
-            .map(|w| (self.words[w] & word_mask(w, lo, hi)).count_ones() as usize)
-            .sum()
+        self.count_words(a, b, first, last)
+    }
+
+    /// [`count`](Self::count) over words `a..=b` (`a < b`), the first and last
+    /// masked.
+    #[inline(never)]
+    fn count_words(&self, a: usize, b: usize, first: u64, last: u64) -> usize {
+        let w = &self.words[a..=b];
+        let n = w.len();
+        let mut c = (w[0] & first).count_ones() + (w[n - 1] & last).count_ones();
+        for x in &w[1..n - 1] {
+            c += x.count_ones();
+        }
+        c as usize
     }
 
     /// Whether every bit in `[lo, hi)` is set (true for an empty range).
     #[inline]
     pub fn all(&self, lo: usize, hi: usize) -> bool {
-        let mut w = lo / 64;
-        while w * 64 < hi {
-            let m = word_mask(w, lo, hi);
-            if self.words[w] & m != m {
-                return false;
-            }
-            w += 1;
+        if lo >= hi {
+            return true;
         }
-        true
+        let (a, b, first, last) = ends(lo, hi);
+        if a == b {
+            let m = first & last;
+            return self.words[a] & m == m;
+        }
+        let w = &self.words[a..=b];
+        let n = w.len();
+        w[0] & first == first
+            && w[n - 1] & last == last
+            && w[1..n - 1].iter().all(|&x| x == u64::MAX)
     }
 
     /// Whether any bit in `[lo, hi)` is set.
     #[inline]
     pub fn any(&self, lo: usize, hi: usize) -> bool {
-        let mut w = lo / 64;
-        while w * 64 < hi {
-            if self.words[w] & word_mask(w, lo, hi) != 0 {
-                return true;
-            }
-            w += 1;
+        if lo >= hi {
+            return false;
         }
-        false
+        let (a, b, first, last) = ends(lo, hi);
+        if a == b {
+            return self.words[a] & first & last != 0;
+        }
+        let w = &self.words[a..=b];
+        let n = w.len();
+        w[0] & first != 0 || w[n - 1] & last != 0 || w[1..n - 1].iter().any(|&x| x != 0)
     }
 
     /// Set (`on`) or clear `[lo, hi)`.
     #[inline]
     pub fn set(&mut self, lo: usize, hi: usize, on: bool) {
-        if hi == lo + 1 {
-            let (w, m) = (lo / 64, 1u64 << (lo % 64));
-            if on {
-                self.words[w] |= m;
-            } else {
-                self.words[w] &= !m;
-            }
-            return;
-        }
         if lo >= hi {
             return;
         }
-        for w in lo / 64..hi.div_ceil(64) {
-            let m = word_mask(w, lo, hi);
+        let (a, b, first, last) = ends(lo, hi);
+        if a == b {
+            let m = first & last;
             if on {
-                self.words[w] |= m;
+                self.words[a] |= m;
             } else {
-                self.words[w] &= !m;
+                self.words[a] &= !m;
             }
+            return;
+        }
+        let w = &mut self.words[a..=b];
+        let n = w.len();
+        if on {
+            w[0] |= first;
+            w[n - 1] |= last;
+            w[1..n - 1].fill(u64::MAX);
+        } else {
+            w[0] &= !first;
+            w[n - 1] &= !last;
+            w[1..n - 1].fill(0);
         }
     }
 
@@ -226,6 +270,9 @@ mod tests {
                 assert_eq!(bits.next_only(&other, &none, a, b, on), want);
             }
             assert_eq!(bits.get(a), model[a]);
+            let on = x >> 60 & 1 == 1;
+            bits.set_bit(b.min(n - 1), on);
+            model[b.min(n - 1)] = on;
         }
     }
 }

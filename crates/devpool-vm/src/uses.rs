@@ -59,7 +59,7 @@ pub(crate) fn add_uses(rg: &mut Range, n: &mut Counts, pages: Footprint) -> u64 
         let u = rg.uses[p];
         rg.uses[p] = u + 1;
         if u == 0 {
-            rg.used.set(p, p + 1, true);
+            rg.used.set_bit(p, true);
             n.used += 1;
             if rg.mapped.get(p) {
                 n.unused -= 1;
@@ -92,7 +92,7 @@ pub(crate) fn take_uses(rg: &mut Range, n: &mut Counts, pages: Footprint) {
         let u = rg.uses[p] - 1;
         rg.uses[p] = u;
         if u == 0 {
-            rg.used.set(p, p + 1, false);
+            rg.used.set_bit(p, false);
             n.used -= 1;
             if rg.mapped.get(p) {
                 n.unused += 1;
