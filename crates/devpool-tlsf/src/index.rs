@@ -246,9 +246,28 @@ impl Index {
     #[inline]
     pub fn find(&self, need: u64) -> Option<u32> {
         let (fl, sl) = self.class(need);
+        let head = self.heads[fl][sl];
+        if head != NIL {
+            let best = self.smallest(head, need);
+            if best != NIL {
+                return Some(best);
+            }
+        }
+        let (fl, sl) = self.next_class(fl, sl + 1)?;
+        // Every block of a class above fits: a class of one block gives it.
+        let head = self.heads[fl][sl];
+        if self.nodes[head as usize].next_free == NIL {
+            return Some(head);
+        }
+        Some(self.smallest(head, 0))
+    }
+
+    /// The smallest block of at least `need` bytes (lowest address on ties) among
+    /// the first `scan` blocks of the list from `i`; `NIL` if none fits.
+    #[inline]
+    fn smallest(&self, mut i: u32, need: u64) -> u32 {
         let mut best = NIL;
         let (mut best_size, mut best_addr) = (u64::MAX, u64::MAX);
-        let mut i = self.heads[fl][sl];
         let mut seen = 0;
         while i != NIL && seen < self.scan {
             let n = &self.nodes[i as usize];
@@ -258,21 +277,7 @@ impl Index {
             i = n.next_free;
             seen += 1;
         }
-        if best != NIL {
-            return Some(best);
-        }
-        let (fl, sl) = self.next_class(fl, sl + 1)?;
-        let mut i = self.heads[fl][sl];
-        let mut seen = 0;
-        while i != NIL && seen < self.scan {
-            let n = &self.nodes[i as usize];
-            if (n.size, n.addr) < (best_size, best_addr) {
-                (best, best_size, best_addr) = (i, n.size, n.addr);
-            }
-            i = n.next_free;
-            seen += 1;
-        }
-        Some(best)
+        best
     }
 
     /// Visit up to `limit` free blocks of at least `need` bytes, class by class
@@ -336,29 +341,32 @@ impl Index {
     }
 
     /// Hand out `size` bytes of free block `i`, `pad` bytes past its start: the
-    /// bytes before and after become free blocks of their own. Node `i` becomes the
-    /// used block; its generation is bumped.
+    /// bytes before and after become free blocks of their own. Returns the used
+    /// block's node (its generation bumped): a new node when the block comes from
+    /// the front of `i` and `i` keeps the rest, else `i`.
     #[inline]
-    pub fn carve(&mut self, i: u32, pad: u64, size: u64, requested: u64) {
+    pub fn carve(&mut self, i: u32, pad: u64, size: u64, requested: u64) -> u32 {
         let n = self.nodes[i as usize];
         debug_assert_eq!(n.state, State::Free);
         debug_assert!(pad + size <= n.size);
         let rest = n.size - pad - size;
-        if pad == 0 && rest > 0 && n.prev_free == NIL && self.same_class(rest, n.size) {
-            // The tail stays in the class and `i` heads its list: the tail takes its
-            // place there, which is where unlinking `i` and pushing the tail would
-            // put it, without touching the bitmaps.
-            let t = self.new_node(n.addr + size, rest, n.span);
-            self.link_after(i, t, n.next_phys);
-            let (fl, sl) = self.class(rest);
-            let tn = &mut self.nodes[t as usize];
-            tn.state = State::Free;
-            tn.next_free = n.next_free;
-            if n.next_free != NIL {
-                self.nodes[n.next_free as usize].prev_free = t;
+        let u = if pad == 0 && rest > 0 && n.prev_free == NIL && self.same_class(rest, n.size) {
+            // The rest stays in the class and `i` heads its list: `i` keeps the rest
+            // and its place in the list, which is where unlinking `i` and pushing the
+            // rest would put it; no list or bitmap changes. The block gets a node.
+            let u = self.new_node(n.addr, size, n.span);
+            let un = &mut self.nodes[u as usize];
+            un.prev_phys = n.prev_phys;
+            un.next_phys = i;
+            if n.prev_phys != NIL {
+                self.nodes[n.prev_phys as usize].next_phys = u;
             }
-            self.heads[fl][sl] = t;
+            let ni = &mut self.nodes[i as usize];
+            ni.prev_phys = u;
+            ni.addr = n.addr + size;
+            ni.size = rest;
             self.free_bytes -= size;
+            u
         } else {
             self.remove_free(i);
             if pad > 0 {
@@ -376,14 +384,17 @@ impl Index {
                 self.link_after(i, t, n.next_phys);
                 self.insert_free(t);
             }
-        }
-        let u = &mut self.nodes[i as usize];
-        u.addr = n.addr + pad;
-        u.size = size;
-        u.requested = requested;
-        u.state = State::Used;
-        u.gen = u.gen.wrapping_add(1);
+            let ni = &mut self.nodes[i as usize];
+            ni.addr = n.addr + pad;
+            ni.size = size;
+            i
+        };
+        let un = &mut self.nodes[u as usize];
+        un.requested = requested;
+        un.state = State::Used;
+        un.gen = un.gen.wrapping_add(1);
         self.used_blocks += 1;
+        u
     }
 
     /// Link new node `t` between `i` and `next` (`i`'s successor, or `NIL` when `i`
@@ -414,9 +425,9 @@ impl Index {
         let p_free = p != NIL && self.nodes[p as usize].state == State::Free;
         let n_free = n != NIL && self.nodes[n as usize].state == State::Free;
         // One free neighbour that heads its class list and stays in its class once
-        // merged: the merged block takes its place in the list, which is where
-        // unlinking it and pushing the merged block would put it, without touching
-        // the bitmaps.
+        // merged: it takes `i` in and keeps its place in the list, which is where
+        // unlinking it and pushing the merged block would put it; no list or bitmap
+        // changes.
         if p_free != n_free {
             let j = if p_free { p } else { n };
             let nj = self.nodes[j as usize];
@@ -426,17 +437,17 @@ impl Index {
                     self.absorb_next(p);
                     return p;
                 }
-                let ni = &mut self.nodes[i as usize];
-                ni.state = State::Free;
-                ni.prev_free = NIL;
-                ni.next_free = nj.next_free;
-                if nj.next_free != NIL {
-                    self.nodes[nj.next_free as usize].prev_free = i;
+                // The free block after `i` takes it in from below and keeps its node.
+                let (addr, prev) = (self.nodes[i as usize].addr, self.nodes[i as usize].prev_phys);
+                let nn = &mut self.nodes[n as usize];
+                nn.addr = addr;
+                nn.size += size;
+                nn.prev_phys = prev;
+                if prev != NIL {
+                    self.nodes[prev as usize].next_phys = n;
                 }
-                let (fl, sl) = self.class(nj.size);
-                self.heads[fl][sl] = i;
-                self.absorb_next(i);
-                return i;
+                self.vacate(i);
+                return n;
             }
         }
         let mut m = i;
@@ -610,9 +621,9 @@ mod tests {
         let whole = ix.add_span(0, 1 << 30, 1 << 30);
         let a = ix.find(4096).unwrap();
         assert_eq!(a, whole);
-        ix.carve(a, 0, 4096, 4000);
+        let a = ix.carve(a, 0, 4096, 4000);
         let b = ix.find(8192).unwrap();
-        ix.carve(b, 1024, 8192, 8192);
+        let b = ix.carve(b, 1024, 8192, 8192);
         ix.verify().unwrap();
         assert_eq!(ix.counts().2, 2);
         assert_eq!(ix.node(b).addr, (1 << 30) + 4096 + 1024);
@@ -642,8 +653,7 @@ mod tests {
                 let size = 512 << ((x >> 20) % 12);
                 let pad = if (x >> 50) % 4 == 0 { 512 } else { 0 };
                 if let Some(i) = ix.find(size + pad) {
-                    ix.carve(i, pad, size, size);
-                    live.push(i);
+                    live.push(ix.carve(i, pad, size, size));
                 }
             } else if !live.is_empty() {
                 let k = (x >> 33) as usize % live.len();
@@ -666,8 +676,7 @@ mod tests {
         let mut ids = Vec::new();
         for size in [70u64 << 10, 4096, 71 << 10, 4096] {
             let i = ix.find(size).unwrap();
-            ix.carve(i, 0, size, size);
-            ids.push(i);
+            ids.push(ix.carve(i, 0, size, size));
         }
         let hole70 = ix.node(ids[0]).addr;
         ix.release(ids[2]);

@@ -164,6 +164,20 @@ impl TlsfPool {
         }
     }
 
+    /// No free block fits `need` bytes: take a new span and find one there (`size`:
+    /// the request's, for the error).
+    #[cold]
+    #[inline(never)]
+    fn grow_and_find(&self, g: &mut Inner, need: u64, size: usize) -> Result<u32> {
+        self.grow(g, need)?;
+        g.index.find(need).ok_or_else(|| {
+            Error::OutOfMemory(Box::new(devpool_core::OomInfo {
+                requested: size,
+                ..Default::default()
+            }))
+        })
+    }
+
     /// Region mode: count one allocation or free; at the end of a window, bring the
     /// wholly free regions within the bound. (In virtual mode the page layer counts
     /// its own.)
@@ -201,15 +215,7 @@ impl Pool for TlsfPool {
         let mut g = self.inner.lock();
         let i = match g.index.find(need) {
             Some(i) => i,
-            None => {
-                self.grow(&mut g, need)?;
-                g.index.find(need).ok_or_else(|| {
-                    Error::OutOfMemory(Box::new(devpool_core::OomInfo {
-                        requested: req.size,
-                        ..Default::default()
-                    }))
-                })?
-            }
+            None => self.grow_and_find(&mut g, need, req.size)?,
         };
         let size = size as u64;
         let (i, addr) = if self.is_virtual {
@@ -222,7 +228,7 @@ impl Pool for TlsfPool {
             (i, at)
         };
         let pad = addr - g.index.node(i).addr;
-        g.index.carve(i, pad, size, req.size as u64);
+        let i = g.index.carve(i, pad, size, req.size as u64);
         let gen = g.index.node(i).gen as u64 & GEN_MASK;
         g.tally.on_alloc(req.size as u64, size);
         self.tick(&mut g);
