@@ -289,6 +289,9 @@ impl PageLayer {
     pub fn unused_run(&self, r: RangeId, lo: u64, hi: u64, len: u64) -> Option<u64> {
         let rg = self.checked(r, lo, hi).ok()?;
         let (f0, f1) = rg.inside(self.shift, lo, hi);
+        // No page at or above `top` is mapped: the search stops there (a span's
+        // free tail reaches far beyond it).
+        let f1 = f1.min(rg.top);
         let need = len.div_ceil(self.page_size()) as usize;
         if need == 0 || f1 < f0 + need || self.n.unused < need as u64 {
             return None;
