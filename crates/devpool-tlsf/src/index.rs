@@ -243,7 +243,7 @@ impl Index {
     }
 
     /// A free block of at least `need` bytes (a multiple of the granule), if any.
-    #[inline]
+    #[inline(always)]
     pub fn find(&self, need: u64) -> Option<u32> {
         let (fl, sl) = self.class(need);
         let head = self.heads[fl][sl];

@@ -105,6 +105,12 @@ impl Bits {
             let m = first & last;
             return self.words[a] & m == m;
         }
+        self.all_words(a, b, first, last)
+    }
+
+    /// [`all`](Self::all) over words `a..=b` (`a < b`), the first and last masked.
+    #[inline(never)]
+    fn all_words(&self, a: usize, b: usize, first: u64, last: u64) -> bool {
         let w = &self.words[a..=b];
         let n = w.len();
         w[0] & first == first
@@ -122,6 +128,12 @@ impl Bits {
         if a == b {
             return self.words[a] & first & last != 0;
         }
+        self.any_words(a, b, first, last)
+    }
+
+    /// [`any`](Self::any) over words `a..=b` (`a < b`), the first and last masked.
+    #[inline(never)]
+    fn any_words(&self, a: usize, b: usize, first: u64, last: u64) -> bool {
         let w = &self.words[a..=b];
         let n = w.len();
         w[0] & first != 0 || w[n - 1] & last != 0 || w[1..n - 1].iter().any(|&x| x != 0)
@@ -143,6 +155,12 @@ impl Bits {
             }
             return;
         }
+        self.set_words(a, b, first, last, on);
+    }
+
+    /// [`set`](Self::set) over words `a..=b` (`a < b`), the first and last masked.
+    #[inline(never)]
+    fn set_words(&mut self, a: usize, b: usize, first: u64, last: u64, on: bool) {
         let w = &mut self.words[a..=b];
         let n = w.len();
         if on {
