@@ -357,18 +357,16 @@ impl PageLayer {
         let Some(Some(rg)) = self.ranges.get_mut(r.index()) else {
             return false;
         };
-        if lo >= hi || !rg.holds(lo, hi) {
+        let Some(pages) = Footprint::within(rg, shift, lo, hi) else {
             return false;
-        }
-        let pages = Footprint::of(rg, shift, lo, hi);
+        };
         // Moved pages are retiring too: no retiring page means none moved.
         if !rg.mapped.all(pages.p0, pages.p1)
             || (self.n.retiring > 0 && rg.retiring.any(pages.p0, pages.p1))
         {
             return false;
         }
-        let missing = crate::uses::add_uses(rg, &mut self.n, pages);
-        debug_assert_eq!(missing, 0);
+        crate::uses::add_uses_mapped(rg, &mut self.n, pages);
         self.policy.on_alloc(hi - lo);
         self.after_op(false);
         true
@@ -383,10 +381,9 @@ impl PageLayer {
         let Some(Some(rg)) = self.ranges.get_mut(r.index()) else {
             return;
         };
-        if lo >= hi || !rg.holds(lo, hi) {
+        let Some(pages) = Footprint::within(rg, shift, lo, hi) else {
             return;
-        }
-        let pages = Footprint::of(rg, shift, lo, hi);
+        };
         crate::uses::take_uses(rg, &mut self.n, pages);
         // A stream's pool releases its own blocks: the last stream is nearly always
         // the one, and the list holds only the streams that ever released here.
@@ -405,13 +402,28 @@ impl PageLayer {
     #[inline]
     fn after_op(&mut self, freeing: bool) {
         if self.policy.tick() {
-            self.window_due = true;
-            // The new window's peak of held bytes starts from what is held now.
-            self.policy.on_held(self.held.current);
+            self.window_ended();
         }
-        if !freeing {
-            return;
+        if freeing
+            && (self.window_due || !self.retire.is_empty() || !self.retire.moved.is_empty())
+        {
+            self.after_free();
         }
+    }
+
+    /// A window of operations ended: its work is done at the next free.
+    #[cold]
+    #[inline(never)]
+    fn window_ended(&mut self) {
+        self.window_due = true;
+        // The new window's peak of held bytes starts from what is held now.
+        self.policy.on_held(self.held.current);
+    }
+
+    /// The work of [`after_op`](Self::after_op) on a free when a window ended or
+    /// something waits to be unmapped.
+    #[inline(never)]
+    fn after_free(&mut self) {
         if self.window_due {
             self.window_due = false;
             // A failing unmap leaves pages mapped and counted: nothing to undo.

@@ -136,6 +136,14 @@ impl CachePolicy {
         if self.ops < self.window {
             return false;
         }
+        self.roll();
+        true
+    }
+
+    /// The end of a window: the peaks roll over, the widenings decay.
+    #[cold]
+    #[inline(never)]
+    fn roll(&mut self) {
         self.ops = 0;
         self.peak_before = self.peak_now;
         self.peak_now = self.allocated;
@@ -149,7 +157,6 @@ impl CachePolicy {
         }
         self.moved_before = self.moved_now;
         self.moved_now = 0;
-        true
     }
 
     /// The floor at a peak of `peak` allocated bytes: at most the given fraction of

@@ -28,6 +28,22 @@ impl Footprint {
         Footprint { p0, p1, f0, f1 }
     }
 
+    /// The footprint of bytes `[lo, hi)`, if they are non-empty and inside `rg`: the
+    /// check and [`of`](Self::of) in one pass (offsets from the range's base, where
+    /// bytes below it wrap to offsets beyond its size).
+    #[inline]
+    pub fn within(rg: &Range, shift: u32, lo: u64, hi: u64) -> Option<Self> {
+        let (a, b) = (lo.wrapping_sub(rg.base), hi.wrapping_sub(rg.base));
+        if a >= b || b > rg.size {
+            return None;
+        }
+        let m = (1u64 << shift) - 1;
+        let (p0, p1) = ((a >> shift) as usize, ((b + m) >> shift) as usize);
+        let f0 = ((a + m) >> shift) as usize;
+        let f1 = ((b >> shift) as usize).max(f0);
+        Some(Footprint { p0, p1, f0, f1 })
+    }
+
     /// The pages at its ends that it covers only in part: at most two, `p0` when
     /// the block starts inside it, and the page after its whole pages when it ends
     /// inside that one (a block inside one page has the one, counted once).
@@ -78,6 +94,34 @@ pub(crate) fn add_uses(rg: &mut Range, n: &mut Counts, pages: Footprint) -> u64 
     missing
 }
 
+/// [`add_uses`] for a block whose pages are all mapped (none missing).
+#[inline]
+pub(crate) fn add_uses_mapped(rg: &mut Range, n: &mut Counts, pages: Footprint) {
+    let (f0, f1) = (pages.f0, pages.f1);
+    if f0 < f1 {
+        rg.used.set(f0, f1, true);
+        let k = (f1 - f0) as u64;
+        n.used += k;
+        n.unused -= k;
+    }
+    let mut edge = |p: usize| {
+        let u = rg.uses[p];
+        rg.uses[p] = u + 1;
+        if u == 0 {
+            rg.used.set_bit(p, true);
+            n.used += 1;
+            n.unused -= 1;
+        }
+    };
+    let (a, b) = pages.edges();
+    if let Some(p) = a {
+        edge(p);
+    }
+    if let Some(p) = b {
+        edge(p);
+    }
+}
+
 /// Take one use off the pages of `pages` in `rg`: those left with none become
 /// unused. `n` keeps the layer's counts.
 #[inline]
@@ -120,5 +164,32 @@ impl PageLayer {
     #[inline]
     pub(crate) fn take_uses(&mut self, r: RangeId, pages: Footprint) {
         take_uses(at(&mut self.ranges, r), &mut self.n, pages)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn within_is_the_range_check_and_the_footprint() {
+        let shift = 21;
+        let rg = Range::new(1 << 40, 64 << shift, 64, 16);
+        let mut x = 3u64;
+        for _ in 0..20000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let span = 70u64 << shift;
+            let lo = rg.base - (4 << shift) + (x >> 11) % span;
+            let hi = rg.base - (4 << shift) + (x >> 37) % span;
+            let want = (lo < hi && rg.holds(lo, hi)).then(|| Footprint::of(&rg, shift, lo, hi));
+            let got = Footprint::within(&rg, shift, lo, hi);
+            assert_eq!(
+                got.map(|f| (f.p0, f.p1, f.f0, f.f1)),
+                want.map(|f| (f.p0, f.p1, f.f0, f.f1)),
+                "{lo:#x}..{hi:#x}"
+            );
+        }
     }
 }
