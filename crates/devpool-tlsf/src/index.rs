@@ -181,7 +181,7 @@ impl Index {
         self.free_blocks += 1;
     }
 
-    #[inline]
+    #[inline(always)]
     fn remove_free(&mut self, i: u32) {
         let n = &self.nodes[i as usize];
         debug_assert_eq!(n.state, State::Free);
