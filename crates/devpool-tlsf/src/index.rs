@@ -438,7 +438,10 @@ impl Index {
                     return p;
                 }
                 // The free block after `i` takes it in from below and keeps its node.
-                let (addr, prev) = (self.nodes[i as usize].addr, self.nodes[i as usize].prev_phys);
+                let (addr, prev) = (
+                    self.nodes[i as usize].addr,
+                    self.nodes[i as usize].prev_phys,
+                );
                 let nn = &mut self.nodes[n as usize];
                 nn.addr = addr;
                 nn.size += size;
@@ -649,9 +652,9 @@ mod tests {
             x = x
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
-            if live.len() < 64 && (x >> 40) % 3 != 0 {
+            if live.len() < 64 && !(x >> 40).is_multiple_of(3) {
                 let size = 512 << ((x >> 20) % 12);
-                let pad = if (x >> 50) % 4 == 0 { 512 } else { 0 };
+                let pad = if (x >> 50).is_multiple_of(4) { 512 } else { 0 };
                 if let Some(i) = ix.find(size + pad) {
                     live.push(ix.carve(i, pad, size, size));
                 }

@@ -404,8 +404,7 @@ impl PageLayer {
         if self.policy.tick() {
             self.window_ended();
         }
-        if freeing
-            && (self.window_due || !self.retire.is_empty() || !self.retire.moved.is_empty())
+        if freeing && (self.window_due || !self.retire.is_empty() || !self.retire.moved.is_empty())
         {
             self.after_free();
         }
