@@ -280,8 +280,9 @@ impl Index {
         best
     }
 
-    /// Visit up to `limit` free blocks of at least `need` bytes, class by class
-    /// upwards from the class of `need`, until `visit` returns false.
+    /// Visit the free blocks of at least `need` bytes, class by class upwards from
+    /// the class of `need`, until `visit` returns false or `limit` blocks were looked
+    /// at (the too-small blocks of the first class count too).
     pub fn candidates(&self, need: u64, limit: usize, mut visit: impl FnMut(u32, &Node) -> bool) {
         let (mut fl, mut sl) = self.class(need);
         let mut seen = 0;
@@ -289,14 +290,14 @@ impl Index {
             let mut i = self.heads[f][c];
             while i != NIL {
                 let n = &self.nodes[i as usize];
-                if n.size >= need {
-                    if !visit(i, n) {
-                        return;
-                    }
-                    seen += 1;
-                    if seen >= limit {
-                        return;
-                    }
+                // Every block looked at counts, a too-small one of the first class
+                // too: the scan never grows with the free blocks of a class.
+                seen += 1;
+                if n.size >= need && !visit(i, n) {
+                    return;
+                }
+                if seen >= limit {
+                    return;
                 }
                 i = n.next_free;
             }
