@@ -28,6 +28,10 @@ impl BuddyPool {
         };
         let addr = g.tree.node(i).addr;
         let bytes = (addr, addr + len.max(1));
+        // A block whose pages are all mapped and none retiring: counted in one pass.
+        if g.vm.acquire_mapped(r, bytes) {
+            return Ok(());
+        }
         g.vm.acquire(r, bytes, bytes)
     }
 
