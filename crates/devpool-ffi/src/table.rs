@@ -234,16 +234,24 @@ impl Shard {
         old.find(addr).map(|i| unpack(&old.slots[i]))
     }
 
+    #[inline]
     fn remove(&mut self, addr: u64) -> Option<Block> {
         self.migrate();
         self.take(addr)
     }
 
     /// Take the entry of `addr` out of whichever table holds it.
+    #[inline]
     fn take(&mut self, addr: u64) -> Option<Block> {
         if let Some(i) = self.cur.find(addr) {
             return Some(unpack(&self.cur.take(i)));
         }
+        self.take_old(addr)
+    }
+
+    /// [`take`](Self::take) from the table being emptied.
+    #[cold]
+    fn take_old(&mut self, addr: u64) -> Option<Block> {
         let (old, _) = self.old.as_mut()?;
         let i = old.find(addr)?;
         let s = old.slots[i];
@@ -252,6 +260,7 @@ impl Shard {
         Some(unpack(&s))
     }
 
+    #[inline]
     fn insert(&mut self, key: u64, block: &Block) -> Option<Block> {
         self.migrate();
         let addr = key & !0xFF;
