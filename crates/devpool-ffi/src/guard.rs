@@ -20,8 +20,9 @@ pub(crate) fn panics() -> u64 {
 /// `fallback` instead.
 ///
 /// The state a panicking body leaves behind stays usable: the locks are
-/// `parking_lot`'s, which are never poisoned, and every table update is a single
-/// insert or remove, so a body that stops halfway leaves each table whole.
+/// `parking_lot`'s and devpool's spin locks, which are never poisoned (a guard
+/// dropped by the unwinding gives its lock back), and every table update is a
+/// single insert or remove, so a body that stops halfway leaves each table whole.
 #[inline]
 pub(crate) fn shielded<T>(call: &'static str, fallback: T, body: impl FnOnce() -> T) -> T {
     match catch_unwind(AssertUnwindSafe(body)) {
