@@ -44,6 +44,15 @@ impl SlotBitmap {
         }
     }
 
+    /// No slot at all (a vacant place in a cache; nothing allocated).
+    pub fn none() -> Self {
+        SlotBitmap {
+            words: Box::new([]),
+            sum: 0,
+            hint: 0,
+        }
+    }
+
     /// Take the lowest free slot.
     #[inline]
     pub fn take(&mut self) -> Option<usize> {

@@ -92,7 +92,9 @@ pub(crate) struct Heap {
     id: u8,
     /// Generation given to the next slab this cache adopts.
     next_gen: u16,
-    slabs: Vec<Option<Slab>>,
+    /// The slabs by local index; a place whose slab left holds [`Slab::vacant`],
+    /// which no handle matches, so a lookup needs no `Option` test.
+    slabs: Vec<Slab>,
     vacant: Vec<u32>,
     classes: Box<[ClassList]>,
     pub stats: CacheStats,
@@ -125,9 +127,7 @@ impl Heap {
 
     #[inline]
     fn slab(&mut self, local: u32) -> &mut Slab {
-        self.slabs[local as usize]
-            .as_mut()
-            .expect("a listed slab exists")
+        &mut self.slabs[local as usize]
     }
 
     /// Allocate a slot of class `c` for `requested` bytes: (address, size, handle).
@@ -137,7 +137,7 @@ impl Heap {
     pub fn alloc_fast(&mut self, c: usize, requested: usize) -> Option<(u64, usize, u64)> {
         let cl = self.classes.get_mut(c)?;
         let local = cl.head;
-        let slab = self.slabs.get_mut(local as usize)?.as_mut()?;
+        let slab = self.slabs.get_mut(local as usize)?;
         let slot = slab.bits.take()?;
         let was_empty = slab.free == slab.slots;
         slab.free -= 1;
@@ -193,11 +193,11 @@ impl Heap {
         self.next_gen = self.next_gen.wrapping_add(1);
         let local = match self.vacant.pop() {
             Some(l) => {
-                self.slabs[l as usize] = Some(slab);
+                self.slabs[l as usize] = slab;
                 l
             }
             None => {
-                self.slabs.push(Some(slab));
+                self.slabs.push(slab);
                 (self.slabs.len() - 1) as u32
             }
         };
@@ -215,9 +215,7 @@ impl Heap {
         if self.slab(local).linked {
             self.unlink(c, local);
         }
-        let slab = self.slabs[local as usize]
-            .take()
-            .expect("evicted slab exists");
+        let slab = std::mem::replace(&mut self.slabs[local as usize], Slab::vacant());
         self.vacant.push(local);
         let cl = &mut self.classes[c];
         cl.slabs -= 1;
@@ -259,13 +257,10 @@ impl Heap {
     /// Check that `block` is the slot its handle `h` names (live or not): its slab.
     #[inline]
     fn slab_of(&mut self, h: Handle, block: &Block) -> Result<&mut Slab> {
-        let Some(slab) = self
-            .slabs
-            .get_mut(h.local as usize)
-            .and_then(Option::as_mut)
-        else {
+        let Some(slab) = self.slabs.get_mut(h.local as usize) else {
             return Err(Error::NotOwned { ptr: block.ptr });
         };
+        // A vacant place has no slots: the slot check refuses it.
         let slot = h.slot;
         if slab.gen != h.gen
             || slot >= slab.slots as usize
@@ -324,13 +319,13 @@ impl Heap {
     /// Whether the slab at `local` is of generation `gen`, empty, and one more empty
     /// slab of its class than the cache keeps.
     pub fn is_extra_empty(&self, local: u32, gen: u16) -> bool {
-        match self.slabs.get(local as usize).and_then(Option::as_ref) {
-            Some(s) => {
+        match self.slabs.get(local as usize) {
+            Some(s) if !s.is_vacant() => {
                 s.gen == gen
                     && s.is_empty()
                     && self.classes[s.class as usize].empty > KEEP_IN_CACHE as u64
             }
-            None => false,
+            _ => false,
         }
     }
 
@@ -346,14 +341,17 @@ impl Heap {
     /// Remove every empty slab from this cache.
     pub fn take_empty(&mut self) -> Vec<Slab> {
         let empty: Vec<u32> = (0..self.slabs.len() as u32)
-            .filter(|&l| self.slabs[l as usize].as_ref().is_some_and(Slab::is_empty))
+            .filter(|&l| {
+                let s = &self.slabs[l as usize];
+                !s.is_vacant() && s.is_empty()
+            })
             .collect();
         empty.into_iter().map(|l| self.evict(l)).collect()
     }
 
     /// Every slab, for the pool's drop.
     pub fn drain(&mut self) -> impl Iterator<Item = Slab> + '_ {
-        self.slabs.drain(..).flatten()
+        self.slabs.drain(..).filter(|s| !s.is_vacant())
     }
 
     /// Check that every slab's bitmap, free count and list link agree, and that the
@@ -362,8 +360,10 @@ impl Heap {
         let n = self.classes.len();
         let (mut slabs, mut empty, mut cap, mut live) =
             (vec![0u64; n], vec![0u64; n], vec![0u64; n], vec![0u64; n]);
-        for (local, slab) in self.slabs.iter().enumerate() {
-            let Some(s) = slab else { continue };
+        for (local, s) in self.slabs.iter().enumerate() {
+            if s.is_vacant() {
+                continue;
+            }
             let at = format!("slab {local} of cache {} at {:#x}", self.id, s.start);
             if s.bits.count_free() != s.free as usize || !s.bits.consistent() {
                 return Err(format!(
@@ -389,9 +389,10 @@ impl Heap {
             }
             let (mut at, mut listed) = (cl.head, 0u64);
             while at != NIL && listed <= slabs[c] {
-                let s = self.slabs[at as usize]
-                    .as_ref()
-                    .ok_or("list reaches a vacant slot")?;
+                let s = &self.slabs[at as usize];
+                if s.is_vacant() {
+                    return Err(format!("class {c}: list reaches vacant place {at}"));
+                }
                 if s.class as usize != c || !s.linked {
                     return Err(format!("class {c}: list holds slab {at} wrongly"));
                 }
@@ -401,8 +402,7 @@ impl Heap {
             let with_free = self
                 .slabs
                 .iter()
-                .flatten()
-                .filter(|s| s.class as usize == c && s.free > 0)
+                .filter(|s| !s.is_vacant() && s.class as usize == c && s.free > 0)
                 .count();
             if listed != with_free as u64 {
                 return Err(format!(
@@ -430,11 +430,10 @@ impl Heap {
     pub fn metadata_bytes(&self) -> usize {
         self.classes.len() * std::mem::size_of::<ClassList>()
             + self.vacant.capacity() * 4
-            + self.slabs.capacity() * std::mem::size_of::<Option<Slab>>()
+            + self.slabs.capacity() * std::mem::size_of::<Slab>()
             + self
                 .slabs
                 .iter()
-                .flatten()
                 .map(|s| s.bits.heap_bytes())
                 .sum::<usize>()
     }

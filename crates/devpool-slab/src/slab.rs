@@ -65,6 +65,32 @@ impl Slab {
         })
     }
 
+    /// A vacant place in a cache's list of slabs: no region and no slot, so every
+    /// handle that names it is refused by its slot check, with no separate test.
+    pub fn vacant() -> Slab {
+        Slab {
+            region: DevicePtr::NULL,
+            region_bytes: 0,
+            start: 0,
+            gen: 0,
+            class: 0,
+            size: 0,
+            slots: 0,
+            free: 0,
+            prev: NIL,
+            next: NIL,
+            linked: false,
+            bits: SlotBitmap::none(),
+        }
+    }
+
+    /// Whether this is a vacant place ([`vacant`](Self::vacant)), not a slab: real
+    /// slabs hold at least one slot.
+    #[inline]
+    pub fn is_vacant(&self) -> bool {
+        self.slots == 0
+    }
+
     /// Whether no slot is in use.
     #[inline]
     pub fn is_empty(&self) -> bool {
