@@ -114,7 +114,7 @@ impl SlabPool {
                 let freed = g.free_fast(h, block)?;
                 drop(g);
                 if freed == Freed::Extra {
-                    self.give_away(h);
+                    self.give_away(block.handle);
                 }
                 return Ok(());
             }
@@ -124,8 +124,11 @@ impl SlabPool {
 
     /// A free left a cache with more empty slabs of a class than it keeps: hand the
     /// slab on to the depot, if it is still there and still empty.
+    /// It takes the block's raw handle, not the decoded one: the fast path then
+    /// keeps one value alive across the free, not four.
     #[cold]
-    fn give_away(&self, h: Handle) {
+    fn give_away(&self, handle: u64) {
+        let h = Handle::decode(handle);
         let mut g = self.caches[h.cache].lock();
         if g.is_extra_empty(h.local, h.gen) {
             g.give_away(h.local, &self.sh);
