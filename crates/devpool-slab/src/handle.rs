@@ -51,6 +51,14 @@ impl Handle {
             | self.slot as u64
     }
 
+    /// The handle of slot 0 of the slab `h` names: `h` without its slot and the
+    /// top two bits. It equals that slab's [`base`](crate::slab::Slab::base) exactly
+    /// when the generations match (cache and place match by construction).
+    #[inline]
+    pub fn base_of(h: u64) -> u64 {
+        h & devpool_core::POOL_HANDLE_MASK & !((1 << SLOT_BITS) - 1)
+    }
+
     /// The handle of a block; the top two bits are ignored.
     #[inline]
     pub fn decode(h: u64) -> Handle {

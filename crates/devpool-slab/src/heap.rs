@@ -144,13 +144,7 @@ impl Heap {
         let full = slab.free == 0;
         let size = slab.size;
         let ptr = slab.slot_ptr(slot);
-        let handle = Handle {
-            gen: slab.gen,
-            cache: self.id as usize,
-            local,
-            slot,
-        }
-        .encode();
+        let handle = slab.base | slot as u64;
         cl.live += 1;
         cl.requested += requested as u64;
         cl.empty -= was_empty as u64;
@@ -189,18 +183,23 @@ impl Heap {
     fn adopt(&mut self, mut slab: Slab) -> u32 {
         let c = slab.class as usize;
         let slots = slab.slots as u64;
-        slab.gen = self.next_gen;
+        let gen = self.next_gen;
         self.next_gen = self.next_gen.wrapping_add(1);
         let local = match self.vacant.pop() {
-            Some(l) => {
-                self.slabs[l as usize] = slab;
-                l
-            }
+            Some(l) => l,
             None => {
-                self.slabs.push(slab);
+                self.slabs.push(Slab::vacant());
                 (self.slabs.len() - 1) as u32
             }
         };
+        slab.base = Handle {
+            gen,
+            cache: self.id as usize,
+            local,
+            slot: 0,
+        }
+        .encode();
+        self.slabs[local as usize] = slab;
         let cl = &mut self.classes[c];
         cl.slabs += 1;
         cl.empty += 1;
@@ -262,7 +261,7 @@ impl Heap {
         };
         // A vacant place has no slots: the slot check refuses it.
         let slot = h.slot;
-        if slab.gen != h.gen
+        if slab.base != Handle::base_of(block.handle)
             || slot >= slab.slots as usize
             || slab.slot_ptr(slot) != block.ptr.0
             || block.size != slab.size
@@ -321,7 +320,7 @@ impl Heap {
     pub fn is_extra_empty(&self, local: u32, gen: u16) -> bool {
         match self.slabs.get(local as usize) {
             Some(s) if !s.is_vacant() => {
-                s.gen == gen
+                s.gen() == gen
                     && s.is_empty()
                     && self.classes[s.class as usize].empty > KEEP_IN_CACHE as u64
             }

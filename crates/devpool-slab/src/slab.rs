@@ -16,8 +16,10 @@ pub(crate) struct Slab {
     pub region_bytes: usize,
     /// Address of slot 0 (the region's start, raised to the class alignment).
     pub start: u64,
-    /// Generation of the slab's place in its cache, set when a cache adopts it.
-    pub gen: u16,
+    /// The handle of slot 0, set when a cache adopts the slab: the generation of
+    /// its place in the cache, the cache and the place. A slot's handle is this
+    /// with the slot number in the low bits.
+    pub base: u64,
     /// Class index.
     pub class: u32,
     /// Slot bytes.
@@ -53,7 +55,7 @@ impl Slab {
             region,
             region_bytes,
             start,
-            gen: 0,
+            base: 0,
             class: class as u32,
             size: info.size,
             slots: slots as u32,
@@ -72,7 +74,7 @@ impl Slab {
             region: DevicePtr::NULL,
             region_bytes: 0,
             start: 0,
-            gen: 0,
+            base: 0,
             class: 0,
             size: 0,
             slots: 0,
@@ -89,6 +91,12 @@ impl Slab {
     #[inline]
     pub fn is_vacant(&self) -> bool {
         self.slots == 0
+    }
+
+    /// The generation of the slab's place in its cache.
+    #[inline]
+    pub fn gen(&self) -> u16 {
+        crate::handle::Handle::decode(self.base).gen
     }
 
     /// Whether no slot is in use.
