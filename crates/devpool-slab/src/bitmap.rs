@@ -56,26 +56,31 @@ impl SlotBitmap {
     /// Take the lowest free slot.
     #[inline]
     pub fn take(&mut self) -> Option<usize> {
-        let mut si = self.hint as usize;
-        let s = loop {
-            if si >= self.sum as usize {
-                return None;
-            }
-            let s = *self.words.get(si)?;
-            if s != 0 {
-                break s;
-            }
-            si += 1;
+        let si = self.hint as usize;
+        let (sums, slots) = self.words.split_at_mut(self.sum as usize);
+        // The common case: the hint's summary word has a free slot.
+        let s = match sums.get(si) {
+            Some(&s) if s != 0 => s,
+            _ => return self.take_scan(),
         };
-        self.hint = si as u32;
         let w = si * 64 + s.trailing_zeros() as usize;
-        let word = self.words.get_mut(self.sum as usize + w)?;
+        let word = slots.get_mut(w)?;
         let bit = word.trailing_zeros() as usize;
         *word &= *word - 1;
         if *word == 0 {
-            self.words[si] &= !(1u64 << (w % 64));
+            sums[si] &= !(1u64 << (w % 64));
         }
         Some(w * 64 + bit)
+    }
+
+    /// [`take`](Self::take) when the hint's summary word is empty: move the hint
+    /// past the empty summary words first.
+    #[cold]
+    fn take_scan(&mut self) -> Option<usize> {
+        let sum = self.sum as usize;
+        let si = (self.hint as usize..sum).find(|&i| self.words[i] != 0)?;
+        self.hint = si as u32;
+        self.take()
     }
 
     /// Whether `slot` (below the slab's slot count) is free.
