@@ -21,8 +21,6 @@ pub(crate) struct ClassList {
     pub empty: u64,
     /// Slots in the slabs held.
     pub capacity: u64,
-    /// Slots in use.
-    pub live: u64,
     /// Requested bytes of the slots in use.
     pub requested: u64,
 }
@@ -34,7 +32,6 @@ impl Default for ClassList {
             slabs: 0,
             empty: 0,
             capacity: 0,
-            live: 0,
             requested: 0,
         }
     }
@@ -145,7 +142,6 @@ impl Heap {
         let size = slab.size;
         let ptr = slab.slot_ptr(slot);
         let handle = slab.base | slot as u64;
-        cl.live += 1;
         cl.requested += requested as u64;
         cl.empty -= was_empty as u64;
         if full {
@@ -298,7 +294,6 @@ impl Heap {
             self.link(c, local);
         }
         let cl = &mut self.classes[c];
-        cl.live -= 1;
         // `requested` comes from the caller: never let a forged one wrap a count.
         cl.requested = cl.requested.saturating_sub(block.requested as u64);
         cl.empty += empty as u64;
@@ -383,7 +378,7 @@ impl Heap {
             live[c] += (s.slots - s.free) as u64;
         }
         for (c, cl) in self.classes.iter().enumerate() {
-            if (cl.slabs, cl.empty, cl.capacity, cl.live) != (slabs[c], empty[c], cap[c], live[c]) {
+            if (cl.slabs, cl.empty, cl.capacity) != (slabs[c], empty[c], cap[c]) {
                 return Err(format!("class {c}: counts {cl:?} disagree with its slabs"));
             }
             let (mut at, mut listed) = (cl.head, 0u64);
@@ -417,6 +412,16 @@ impl Heap {
             ));
         }
         Ok(())
+    }
+
+    /// Slots in use per class, counted from the slabs (the hot path keeps no
+    /// per-class count of them; the cache's block gauge has the total).
+    pub fn live_slots(&self) -> Vec<u64> {
+        let mut live = vec![0u64; self.classes.len()];
+        for s in self.slabs.iter().filter(|s| !s.is_vacant()) {
+            live[s.class as usize] += (s.slots - s.free) as u64;
+        }
+        live
     }
 
     /// The per-class lists.

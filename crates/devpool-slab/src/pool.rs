@@ -185,11 +185,12 @@ impl SlabPool {
             .collect();
         for cache in self.caches.iter() {
             let heap = cache.lock();
-            for (o, cl) in out.iter_mut().zip(heap.classes()) {
+            let live = heap.live_slots();
+            for ((o, cl), live) in out.iter_mut().zip(heap.classes()).zip(live) {
                 o.slabs += cl.slabs;
                 o.empty_slabs += cl.empty;
-                o.live_slots += cl.live;
-                o.free_slots += cl.capacity - cl.live;
+                o.live_slots += live;
+                o.free_slots += cl.capacity - live;
                 o.requested_bytes += cl.requested;
             }
         }
