@@ -53,6 +53,10 @@ impl Large {
 /// One stream's hybrid pool: a slab, a large-block pool and a direct pool.
 pub struct HybridPool {
     small_max: usize,
+    /// Requests of 1 to this many bytes at an alignment every slab slot has go to
+    /// the slab with nothing to check after: it cannot refuse their size or
+    /// alignment. `small_max`, or the slab's largest class if that is smaller.
+    small_plain_max: usize,
     huge_min: usize,
     // Dropped first: its slabs go back to the large route.
     slab: SlabPool,
@@ -94,8 +98,10 @@ impl HybridPool {
         } else {
             (SlabPool::new(backend.clone(), cfg.slab), None)
         };
+        let largest_class = slab.class_sizes().last().copied().unwrap_or(0);
         HybridPool {
             small_max: cfg.small_max,
+            small_plain_max: cfg.small_max.min(largest_class),
             huge_min: cfg.huge_min,
             slab,
             source,
@@ -154,18 +160,15 @@ impl HybridPool {
 impl Pool for HybridPool {
     #[inline]
     fn allocate(&self, req: &Request) -> Result<Block> {
-        if req.size.wrapping_sub(1) < self.small_max {
-            // A request of 1 to `small_max` bytes. The small route's tag is zero: the
-            // slab's block goes out as it is, with no copy (copying a block the callee
-            // just wrote costs more than routing). A slab that cannot honour an
-            // alignment hands the request on.
-            let r = self.slab.allocate(req);
-            if let Err(Error::InvalidAlignment { .. } | Error::TooLarge { .. }) = r {
-                return self.allocate_on(Route::Large, req);
-            }
-            return r;
+        if req.size.wrapping_sub(1) < self.small_plain_max
+            && req.align.is_power_of_two()
+            && req.align <= devpool_slab::MIN_SLOT
+        {
+            // The slab serves it or fails with an error of its own (out of memory):
+            // its result goes out as it is, with nothing read back.
+            return self.slab.allocate(req);
         }
-        self.allocate_on(self.route(req.effective_size()), req)
+        self.allocate_routed(req)
     }
 
     #[inline]
@@ -233,6 +236,24 @@ impl Pool for HybridPool {
 }
 
 impl HybridPool {
+    /// Every request but a plain small one: a function of its own, so that the
+    /// plain small route saves no registers and jumps straight to the slab.
+    #[inline(never)]
+    fn allocate_routed(&self, req: &Request) -> Result<Block> {
+        if req.size.wrapping_sub(1) < self.small_max {
+            // A request of 1 to `small_max` bytes. The small route's tag is zero: the
+            // slab's block goes out as it is, with no copy (copying a block the callee
+            // just wrote costs more than routing). A slab that cannot honour an
+            // alignment hands the request on.
+            let r = self.slab.allocate(req);
+            if let Err(Error::InvalidAlignment { .. } | Error::TooLarge { .. }) = r {
+                return self.allocate_on(Route::Large, req);
+            }
+            return r;
+        }
+        self.allocate_on(self.route(req.effective_size()), req)
+    }
+
     /// Allocate on `route` and tag the block with it.
     #[inline]
     fn allocate_on(&self, route: Route, req: &Request) -> Result<Block> {
