@@ -122,7 +122,15 @@ impl<P: Pool> StreamOrdered<P> {
     pub fn pool(&self, stream: StreamId) -> Option<&P> {
         // A slot's pool is made right after its key is claimed: a lookup between the
         // two sees no pool, and only an allocation (which makes it) can get there.
-        self.pools[self.keys.find(stream.0)?].get()
+        self.pools.get(self.keys.slot_of(stream.0))?.get()
+    }
+
+    /// The pool of `stream` if its key sits in its home slot of the table (most
+    /// do): plain loads and no call, for the fast paths; `None` sends them to
+    /// their slow paths, which look further with [`pool`](Self::pool).
+    #[inline]
+    fn pool_fast(&self, stream: StreamId) -> Option<&P> {
+        self.pools.get(self.keys.home_slot(stream.0))?.get()
     }
 
     /// The pool that owns `block`: the block is of this device, its stream has a pool,
@@ -273,6 +281,22 @@ impl<P: Pool> StreamOrdered<P> {
         )))
     }
 
+    /// A free the fast path of [`deallocate`](Allocator::deallocate) does not take:
+    /// a block of another device or of no pool of ours (errors), or one that
+    /// [`deallocate_slow`](Self::deallocate_slow) handles.
+    #[cold]
+    #[inline(never)]
+    fn deallocate_checked(&self, block: Block, stream: StreamId) -> Result<()> {
+        block.check_device(self.device)?;
+        let Some(pool) = self.pool(block.stream) else {
+            return Err(Error::NotOwned { ptr: block.ptr });
+        };
+        if stream == block.stream && self.quiet() {
+            return pool.deallocate(&block);
+        }
+        self.deallocate_slow(pool, block, stream)
+    }
+
     /// A free on another stream, or with frees queued or blocks declared used
     /// elsewhere: check for a double free in the queue, record the events the block
     /// must wait for, and queue it (or free it at once when it waits for nothing).
@@ -372,7 +396,7 @@ impl<P: Pool> Allocator for StreamOrdered<P> {
 
     #[inline]
     fn allocate(&self, req: Request) -> Result<Block> {
-        match self.pool(req.stream) {
+        match self.pool_fast(req.stream) {
             Some(pool) if self.pending_count.load(Ordering::Relaxed) == 0 => {
                 let mut r = pool.allocate(&req);
                 if r.is_err() {
@@ -391,15 +415,15 @@ impl<P: Pool> Allocator for StreamOrdered<P> {
 
     #[inline]
     fn deallocate(&self, block: Block, stream: StreamId) -> Result<()> {
-        block.check_device(self.device)?;
-        let Some(pool) = self.pool(block.stream) else {
-            return Err(Error::NotOwned { ptr: block.ptr });
-        };
-        if stream == block.stream && self.quiet() {
-            // The common case: freed on its own stream, nothing declared, nothing queued.
-            return pool.deallocate(&block);
+        // The common case: a block of this device freed on its own stream, nothing
+        // declared, nothing queued. Both ways out are calls in tail position, so
+        // this path saves no registers.
+        if block.device == self.device && stream == block.stream && self.quiet() {
+            if let Some(pool) = self.pool_fast(block.stream) {
+                return pool.deallocate(&block);
+            }
         }
-        self.deallocate_slow(pool, block, stream)
+        self.deallocate_checked(block, stream)
     }
 
     fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {

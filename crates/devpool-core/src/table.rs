@@ -15,6 +15,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The reserved key of an empty slot.
 pub(crate) const EMPTY: u64 = u64::MAX;
 
+/// The slot [`KeyTable::slot_of`] gives for a key never claimed: past the end of
+/// every table.
+pub(crate) const NO_SLOT: usize = usize::MAX;
+
 /// A fixed table of keys; see the [module docs](self).
 pub(crate) struct KeyTable {
     keys: Box<[AtomicU64]>,
@@ -40,29 +44,52 @@ impl KeyTable {
         (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & (self.keys.len() - 1)
     }
 
-    /// The slot of `key`, if it was claimed.
-    #[inline]
+    /// The slot of `key`, if it was claimed (for the tests; callers use
+    /// [`slot_of`](Self::slot_of)).
+    #[cfg(test)]
     pub(crate) fn find(&self, key: u64) -> Option<usize> {
+        let i = self.slot_of(key);
+        (i != NO_SLOT).then_some(i)
+    }
+
+    /// The slot of `key`, or [`NO_SLOT`] if it was not claimed: a plain index, so
+    /// that a caller indexing a table of its own with `get` tests it once, with its
+    /// bound check, not first as an `Option`.
+    #[inline]
+    pub(crate) fn slot_of(&self, key: u64) -> usize {
         let i = self.home(key);
         // Most keys sit in their home slot: one load.
         if self.keys[i].load(Ordering::Acquire) == key {
-            return Some(i);
+            return i;
         }
         self.probe(key, i)
     }
 
-    /// [`find`](Self::find) past the home slot `i`.
+    /// The slot of `key` if it sits in its home slot, else [`NO_SLOT`] (then it
+    /// may sit further on: [`slot_of`](Self::slot_of) looks). One load and no
+    /// call, for a fast path that leaves every other case to a slow one.
+    #[inline]
+    pub(crate) fn home_slot(&self, key: u64) -> usize {
+        let i = self.home(key);
+        if self.keys[i].load(Ordering::Acquire) == key {
+            i
+        } else {
+            NO_SLOT
+        }
+    }
+
+    /// [`slot_of`](Self::slot_of) past the home slot `i`.
     #[cold]
-    fn probe(&self, key: u64, mut i: usize) -> Option<usize> {
+    fn probe(&self, key: u64, mut i: usize) -> usize {
         let mask = self.keys.len() - 1;
         for _ in 0..self.keys.len() {
             match self.keys[i].load(Ordering::Acquire) {
-                k if k == key => return Some(i),
-                EMPTY => return None,
+                k if k == key => return i,
+                EMPTY => return NO_SLOT,
                 _ => i = (i + 1) & mask,
             }
         }
-        None
+        NO_SLOT
     }
 
     /// The slot of `key`, claiming one if needed; `None` when half the table is taken
