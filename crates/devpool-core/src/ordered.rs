@@ -361,6 +361,16 @@ impl<P: Pool> StreamOrdered<P> {
         r
     }
 
+    /// The fast path's allocation of `req` failed with `r`:
+    /// [`allocate_failed`](Self::allocate_failed) in the request's pool.
+    #[cold]
+    #[inline(never)]
+    fn allocate_retry(&self, req: &Request, r: &mut Result<Block>) {
+        if let Some(pool) = self.pool(req.stream) {
+            self.allocate_failed(pool, req, r);
+        }
+    }
+
     /// An allocation failed with `r`: on out of memory, give everything cached back
     /// and try once more, leaving that result in `r`; count the failure.
     #[cold]
@@ -400,14 +410,11 @@ impl<P: Pool> Allocator for StreamOrdered<P> {
             Some(pool) if self.pending_count.load(Ordering::Relaxed) == 0 => {
                 let mut r = pool.allocate(&req);
                 if r.is_err() {
-                    self.allocate_failed(pool, &req, &mut r);
+                    // Only the request stays alive across the call: the pool is
+                    // looked up again on this rare path.
+                    self.allocate_retry(&req, &mut r);
                 }
-                match r {
-                    // Field by field: copying the block whole, right after the pool
-                    // wrote it, would read across its stores and stall on them.
-                    Ok(b) => Ok(b),
-                    e => e,
-                }
+                r
             }
             _ => self.allocate_slow(req),
         }
