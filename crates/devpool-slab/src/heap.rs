@@ -37,10 +37,14 @@ impl Default for ClassList {
     }
 }
 
+/// Add `v` to a gauge. The peak is stored only when passed: in a steady state a
+/// compare and a branch predicted right, no load-max-store.
 #[inline]
 fn gauge_add(g: &mut Gauge, v: u64) {
     g.current += v;
-    g.peak = g.peak.max(g.current);
+    if g.current > g.peak {
+        g.peak = g.current;
+    }
 }
 
 /// The statistics of the blocks a cache's slabs hold.
