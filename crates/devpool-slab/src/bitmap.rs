@@ -56,12 +56,22 @@ impl SlotBitmap {
     /// Take the lowest free slot.
     #[inline]
     pub fn take(&mut self) -> Option<usize> {
+        match self.take_hinted() {
+            Some(slot) => Some(slot),
+            None => self.take_scan(),
+        }
+    }
+
+    /// Take the lowest free slot if the hint's summary word has one (the common
+    /// case, and always so in slabs of up to 4096 slots with a free slot); `None`
+    /// otherwise, when [`take`](Self::take) would look further. Calls nothing.
+    #[inline]
+    pub fn take_hinted(&mut self) -> Option<usize> {
         let si = self.hint as usize;
         let (sums, slots) = self.words.split_at_mut(self.sum as usize);
-        // The common case: the hint's summary word has a free slot.
         let s = match sums.get(si) {
             Some(&s) if s != 0 => s,
-            _ => return self.take_scan(),
+            _ => return None,
         };
         let w = si * 64 + s.trailing_zeros() as usize;
         let word = slots.get_mut(w)?;
@@ -80,7 +90,7 @@ impl SlotBitmap {
         let sum = self.sum as usize;
         let si = (self.hint as usize..sum).find(|&i| self.words[i] != 0)?;
         self.hint = si as u32;
-        self.take()
+        self.take_hinted()
     }
 
     /// Whether `slot` (below the slab's slot count) is free.

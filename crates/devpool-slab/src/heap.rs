@@ -132,14 +132,26 @@ impl Heap {
     }
 
     /// Allocate a slot of class `c` for `requested` bytes: (address, size, handle).
-    /// `None` when no slab of the class has a free slot (or `c` is no class): the
-    /// fast path, which calls nothing.
+    /// `None` when no slab of the class has a free slot (or `c` is no class), or
+    /// when finding the first slab's lowest free slot needs a scan of its bitmap's
+    /// summary: the fast path, which calls nothing. [`alloc`](Self::alloc) serves
+    /// both cases, and takes the same slot.
     #[inline]
     pub fn alloc_fast(&mut self, c: usize, requested: usize) -> Option<(u64, usize, u64)> {
+        self.alloc_in(c, requested, false)
+    }
+
+    /// [`alloc_fast`](Self::alloc_fast), scanning the bitmap's summary if `scan`.
+    #[inline(always)]
+    fn alloc_in(&mut self, c: usize, requested: usize, scan: bool) -> Option<(u64, usize, u64)> {
         let cl = self.classes.get_mut(c)?;
         let local = cl.head;
         let slab = self.slabs.get_mut(local as usize)?;
-        let slot = slab.bits.take()?;
+        let slot = if scan {
+            slab.bits.take()?
+        } else {
+            slab.bits.take_hinted()?
+        };
         let was_empty = slab.free == slab.slots;
         slab.free -= 1;
         let full = slab.free == 0;
@@ -158,12 +170,12 @@ impl Heap {
     /// [`alloc_fast`](Self::alloc_fast), taking a slab from the depot first when the
     /// class has none with a free slot.
     pub fn alloc(&mut self, c: usize, requested: usize, sh: &Shared) -> Result<(u64, usize, u64)> {
-        if let Some(r) = self.alloc_fast(c, requested) {
+        if let Some(r) = self.alloc_in(c, requested, true) {
             return Ok(r);
         }
         self.refill(c, sh)?;
         Ok(self
-            .alloc_fast(c, requested)
+            .alloc_in(c, requested, true)
             .expect("a refilled class has a free slot"))
     }
 
