@@ -84,6 +84,9 @@ pub(crate) enum Freed {
     /// The slot is free, and its slab is now an empty slab beyond those the cache
     /// keeps: it should go to the depot.
     Extra,
+    /// Nothing changed: the block is not a live slot of this cache.
+    /// [`refusal`](Heap::refusal) says why.
+    Refused,
 }
 
 /// A thread cache. It is made empty, with no class lists, and gets them on its
@@ -268,9 +271,15 @@ impl Heap {
     /// Check that `block` is the slot its handle `h` names (live or not): its slab.
     #[inline]
     fn slab_of(&mut self, h: Handle, block: &Block) -> Result<&mut Slab> {
-        let Some(slab) = self.slabs.get_mut(h.local as usize) else {
-            return Err(Error::NotOwned { ptr: block.ptr });
-        };
+        self.slab_if(h, block)
+            .ok_or(Error::NotOwned { ptr: block.ptr })
+    }
+
+    /// [`slab_of`](Self::slab_of) without the error: `None` if `block` is not the
+    /// slot `h` names.
+    #[inline(always)]
+    fn slab_if(&mut self, h: Handle, block: &Block) -> Option<&mut Slab> {
+        let slab = self.slabs.get_mut(h.local as usize)?;
         // A vacant place has no slots: the slot check refuses it.
         let slot = h.slot;
         if slab.base != Handle::base_of(block.handle)
@@ -279,9 +288,9 @@ impl Heap {
             || block.size != slab.size
             || block.requested > slab.size
         {
-            return Err(Error::NotOwned { ptr: block.ptr });
+            return None;
         }
-        Ok(slab)
+        Some(slab)
     }
 
     /// Check, without freeing it, that `block` is the live slot its handle names.
@@ -293,15 +302,19 @@ impl Heap {
     }
 
     /// Free `block`, the slot its handle `h` names, after checking it as
-    /// [`check_live`](Self::check_live) does. The fast path, which calls nothing:
-    /// when the free leaves the class with more empty slabs than the cache keeps, it
-    /// says so, and the caller hands that slab on with [`give_away`](Self::give_away).
+    /// [`check_live`](Self::check_live) does. The fast path, which calls nothing and
+    /// builds no error: a block it refuses changes nothing, and
+    /// [`refusal`](Self::refusal), under the same lock, says why. When the free
+    /// leaves the class with more empty slabs than the cache keeps, it says so, and
+    /// the caller hands that slab on with [`give_away`](Self::give_away).
     #[inline]
-    pub fn free_fast(&mut self, h: Handle, block: &Block) -> Result<Freed> {
+    pub fn free_fast(&mut self, h: Handle, block: &Block) -> Freed {
         let local = h.local;
-        let slab = self.slab_of(h, block)?;
+        let Some(slab) = self.slab_if(h, block) else {
+            return Freed::Refused;
+        };
         if !slab.bits.put(h.slot) {
-            return Err(Error::DoubleFree { ptr: block.ptr });
+            return Freed::Refused;
         }
         slab.free += 1;
         let (c, size) = (slab.class as usize, slab.size as u64);
@@ -315,15 +328,36 @@ impl Heap {
         cl.empty += empty as u64;
         let extra = empty && cl.empty > KEEP_IN_CACHE as u64;
         self.stats.on_free(block.requested as u64, size);
-        Ok(if extra { Freed::Extra } else { Freed::Done })
+        if extra {
+            Freed::Extra
+        } else {
+            Freed::Done
+        }
+    }
+
+    /// Why [`free_fast`](Self::free_fast) refused `block`: not a slot of this
+    /// cache, or a slot already free.
+    #[cold]
+    #[inline(never)]
+    pub fn refusal(&mut self, block: &Block) -> Error {
+        let h = Handle::decode(block.handle);
+        match self.check_live(h, block) {
+            Err(e) => e,
+            // Not reached: free_fast refuses only what check_live refuses.
+            Ok(()) => Error::DoubleFree { ptr: block.ptr },
+        }
     }
 
     /// [`free_fast`](Self::free_fast), handing an extra empty slab to the depot.
     pub fn free(&mut self, h: Handle, block: &Block, sh: &Shared) -> Result<()> {
-        if let Freed::Extra = self.free_fast(h, block)? {
-            self.give_away(h.local, sh);
+        match self.free_fast(h, block) {
+            Freed::Done => Ok(()),
+            Freed::Extra => {
+                self.give_away(h.local, sh);
+                Ok(())
+            }
+            Freed::Refused => Err(self.refusal(block)),
         }
-        Ok(())
     }
 
     /// Whether the slab at `local` is of generation `gen`, empty, and one more empty

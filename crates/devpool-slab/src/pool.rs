@@ -111,12 +111,15 @@ impl SlabPool {
         let h = Handle::decode(block.handle);
         if let Some(cache) = self.caches.get(h.cache) {
             if let Some(mut g) = cache.try_lock() {
-                let freed = g.free_fast(h, block)?;
-                drop(g);
-                if freed == Freed::Extra {
-                    self.give_away(block.handle);
+                match g.free_fast(h, block) {
+                    Freed::Done => return Ok(()),
+                    Freed::Extra => {
+                        drop(g);
+                        self.give_away(block.handle);
+                        return Ok(());
+                    }
+                    Freed::Refused => return Err(g.refusal(block)),
                 }
-                return Ok(());
             }
         }
         self.release_slow(block, true)
