@@ -254,8 +254,12 @@ impl Pool for SlabPool {
     fn allocate(&self, req: &Request) -> Result<Block> {
         // The fast path calls nothing: a plain request, this thread's cache free, a
         // slab of the class with a free slot. Anything else goes the slow way.
-        if let Some(c) = self.sh.classes.class_fast(req) {
-            let home = crate::thread::index() % THREAD_CACHES;
+        // A thread's first allocation takes its number on the slow path.
+        if let (Some(c), Some(n)) = (
+            self.sh.classes.class_fast(req),
+            crate::thread::index_if_known(),
+        ) {
+            let home = n % THREAD_CACHES;
             if let Some(mut g) = self.caches[home].try_lock() {
                 if let Some((ptr, size, handle)) = g.alloc_fast(c, req.size) {
                     drop(g);

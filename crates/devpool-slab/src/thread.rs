@@ -40,6 +40,14 @@ pub(crate) fn index() -> usize {
     index_slow()
 }
 
+/// This thread's number if it has one already: a plain thread-local load that
+/// calls nothing, for fast paths ([`index`] gives one the first time).
+#[inline]
+pub(crate) fn index_if_known() -> Option<usize> {
+    let v = FAST.with(Cell::get);
+    (v != usize::MAX).then_some(v)
+}
+
 #[cold]
 fn index_slow() -> usize {
     NUMBER
