@@ -130,7 +130,7 @@ impl<P: Pool> StreamOrdered<P> {
     /// their slow paths, which look further with [`pool`](Self::pool).
     #[inline]
     fn pool_fast(&self, stream: StreamId) -> Option<&P> {
-        self.pools.get(self.keys.home_slot(stream.0))?.get()
+        self.pools.get(self.keys.home_slot(stream.0)?)?.get()
     }
 
     /// The pool that owns `block`: the block is of this device, its stream has a pool,

@@ -65,17 +65,14 @@ impl KeyTable {
         self.probe(key, i)
     }
 
-    /// The slot of `key` if it sits in its home slot, else [`NO_SLOT`] (then it
-    /// may sit further on: [`slot_of`](Self::slot_of) looks). One load and no
-    /// call, for a fast path that leaves every other case to a slow one.
+    /// The slot of `key` if it sits in its home slot (else it may sit further on:
+    /// [`slot_of`](Self::slot_of) looks). One load and no call, for a fast path
+    /// that leaves every other case to a slow one. An `Option`, not [`NO_SLOT`]:
+    /// the caller branches on the key, so its next load does not wait for this one.
     #[inline]
-    pub(crate) fn home_slot(&self, key: u64) -> usize {
+    pub(crate) fn home_slot(&self, key: u64) -> Option<usize> {
         let i = self.home(key);
-        if self.keys[i].load(Ordering::Acquire) == key {
-            i
-        } else {
-            NO_SLOT
-        }
+        (self.keys[i].load(Ordering::Acquire) == key).then_some(i)
     }
 
     /// [`slot_of`](Self::slot_of) past the home slot `i`.
