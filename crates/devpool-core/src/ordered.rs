@@ -286,15 +286,15 @@ impl<P: Pool> StreamOrdered<P> {
     /// [`deallocate_slow`](Self::deallocate_slow) handles.
     #[cold]
     #[inline(never)]
-    fn deallocate_checked(&self, block: Block, stream: StreamId) -> Result<()> {
+    fn deallocate_checked(&self, block: &Block, stream: StreamId) -> Result<()> {
         block.check_device(self.device)?;
         let Some(pool) = self.pool(block.stream) else {
             return Err(Error::NotOwned { ptr: block.ptr });
         };
         if stream == block.stream && self.quiet() {
-            return pool.deallocate(&block);
+            return pool.deallocate(block);
         }
-        self.deallocate_slow(pool, block, stream)
+        self.deallocate_slow(pool, *block, stream)
     }
 
     /// A free on another stream, or with frees queued or blocks declared used
@@ -430,7 +430,8 @@ impl<P: Pool> Allocator for StreamOrdered<P> {
                 return pool.deallocate(&block);
             }
         }
-        self.deallocate_checked(block, stream)
+        // By reference: the fast path copies no block to pass it on.
+        self.deallocate_checked(&block, stream)
     }
 
     fn record_stream(&self, block: &Block, stream: StreamId) -> Result<()> {
