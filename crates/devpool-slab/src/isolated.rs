@@ -13,14 +13,22 @@ const PAD_BYTES: usize = 128;
 #[derive(Debug)]
 pub(crate) struct Isolated<T> {
     buf: Box<[T]>,
-    pad: usize,
     len: usize,
+}
+
+impl<T> Isolated<T> {
+    /// Items of padding on each side: a constant, so a lookup adds no load for it.
+    const PAD: usize = PAD_BYTES.div_ceil(if std::mem::size_of::<T>() == 0 {
+        1
+    } else {
+        std::mem::size_of::<T>()
+    });
 }
 
 impl<T: Copy + Default> Isolated<T> {
     /// The items, padded.
     pub fn new(items: Vec<T>) -> Self {
-        let pad = PAD_BYTES.div_ceil(std::mem::size_of::<T>().max(1));
+        let pad = Self::PAD;
         let mut buf = Vec::with_capacity(items.len() + 2 * pad);
         let len = items.len();
         buf.resize(pad, T::default());
@@ -28,7 +36,6 @@ impl<T: Copy + Default> Isolated<T> {
         buf.resize(buf.len() + pad, T::default());
         Isolated {
             buf: buf.into_boxed_slice(),
-            pad,
             len,
         }
     }
@@ -38,9 +45,9 @@ impl<T> Deref for Isolated<T> {
     type Target = [T];
     #[inline]
     fn deref(&self) -> &[T] {
-        // SAFETY: `buf` holds `pad` items, the `len` items, then `pad` more, and never
+        // SAFETY: `buf` holds `PAD` items, the `len` items, then `PAD` more, and never
         // changes after `new`: the range lies inside it.
-        unsafe { self.buf.get_unchecked(self.pad..self.pad + self.len) }
+        unsafe { self.buf.get_unchecked(Self::PAD..Self::PAD + self.len) }
     }
 }
 
