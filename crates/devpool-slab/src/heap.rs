@@ -162,7 +162,10 @@ impl Heap {
         let ptr = slab.slot_ptr(slot);
         let handle = slab.base | slot as u64;
         cl.requested += requested as u64;
-        cl.empty -= was_empty as u64;
+        // A branch, not arithmetic on a flag: a slab rarely leaves or turns empty.
+        if was_empty {
+            cl.empty -= 1;
+        }
         if full {
             self.unlink(c, local);
         }
@@ -325,8 +328,11 @@ impl Heap {
         let cl = &mut self.classes[c];
         // `requested` comes from the caller: never let a forged one wrap a count.
         cl.requested = cl.requested.saturating_sub(block.requested as u64);
-        cl.empty += empty as u64;
-        let extra = empty && cl.empty > KEEP_IN_CACHE as u64;
+        let mut extra = false;
+        if empty {
+            cl.empty += 1;
+            extra = cl.empty > KEEP_IN_CACHE as u64;
+        }
         self.stats.on_free(block.requested as u64, size);
         if extra {
             Freed::Extra
