@@ -1,0 +1,122 @@
+// What the driver charges for mapping one run of pages as several mappings, and
+// whether the pieces could share one physical allocation (mapped at offsets into
+// it) instead of each having its own, as devpool's page layer gives them: one
+// allocation per run would cost one cuMemCreate instead of one per piece.
+//
+//   nvcc -O2 -o vmm_pieces examples/vmm_pieces.c -lcuda && ./vmm_pieces
+//
+// Prints, per run size and piece count, the median of 15 tries in microseconds of
+// cuMemCreate, cuMemMap, cuMemSetAccess (one call over the whole run) and
+// cuMemUnmap (every piece), for one physical allocation per piece; then whether
+// cuMemMap takes a nonzero offset into a physical allocation (CUDA 13.0's
+// documentation says the offset must be zero).
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define CK(x)                                                                          \
+    do {                                                                               \
+        CUresult r_ = (x);                                                             \
+        if (r_ != CUDA_SUCCESS) {                                                      \
+            const char *s_;                                                            \
+            cuGetErrorName(r_, &s_);                                                   \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, s_);             \
+            exit(1);                                                                   \
+        }                                                                              \
+    } while (0)
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, n, sizeof *v, cmp);
+    return v[n / 2];
+}
+
+#define TRIES 15
+static CUmemAllocationProp prop;
+static CUmemAccessDesc access;
+static size_t gran;
+
+// One try: map `bytes` at `va` as `pieces` mappings, each its own physical
+// allocation; the times of the four steps go to t[0..4].
+static void one_try(CUdeviceptr va, size_t bytes, int pieces, double *t) {
+    size_t piece = bytes / pieces;
+    CUmemGenericAllocationHandle h[64];
+    double a = now_us();
+    for (int i = 0; i < pieces; i++) CK(cuMemCreate(&h[i], piece, &prop, 0));
+    double b = now_us();
+    for (int i = 0; i < pieces; i++) CK(cuMemMap(va + i * piece, piece, 0, h[i], 0));
+    double c = now_us();
+    CK(cuMemSetAccess(va, bytes, &access, 1));
+    double d = now_us();
+    // The mappings keep the memory: the handles can go now, as devpool does.
+    for (int i = 0; i < pieces; i++) CK(cuMemRelease(h[i]));
+    double e = now_us();
+    for (int i = 0; i < pieces; i++) CK(cuMemUnmap(va + i * piece, piece));
+    double f = now_us();
+    t[0] = b - a;
+    t[1] = c - b;
+    t[2] = d - c;
+    t[3] = f - e;
+}
+
+int main(void) {
+    CK(cuInit(0));
+    CUdevice dev;
+    CK(cuDeviceGet(&dev, 0));
+    CUcontext ctx;
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    size_t span = (size_t)1 << 34;
+    CUdeviceptr va;
+    CK(cuMemAddressReserve(&va, span, 0, 0, 0));
+    printf("granularity %zu KiB; median of %d tries, microseconds\n", gran >> 10, TRIES);
+    printf("%10s %6s %10s %10s %12s %10s %10s\n", "run", "pieces", "create", "map",
+           "setaccess", "unmap", "total");
+    size_t runs[] = {32 << 20, 128 << 20, 512 << 20};
+    int piece_counts[] = {1, 4, 16};
+    for (int r = 0; r < 3; r++) {
+        for (int p = 0; p < 3; p++) {
+            int pieces = piece_counts[p];
+            double v[4][TRIES];
+            for (int k = 0; k < TRIES; k++) {
+                double t[4];
+                one_try(va, runs[r], pieces, t);
+                for (int j = 0; j < 4; j++) v[j][k] = t[j];
+            }
+            double m[4], tot = 0;
+            for (int j = 0; j < 4; j++) tot += (m[j] = median(v[j], TRIES));
+            printf("%7zu MiB %6d %10.1f %10.1f %12.1f %10.1f %10.1f\n", runs[r] >> 20, pieces,
+                   m[0], m[1], m[2], m[3], tot);
+        }
+    }
+    // Can two mappings share one physical allocation, at offsets into it?
+    CUmemGenericAllocationHandle h;
+    size_t bytes = 4 * gran;
+    CK(cuMemCreate(&h, bytes, &prop, 0));
+    CUresult r = cuMemMap(va + gran, gran, gran, h, 0);
+    const char *name;
+    cuGetErrorName(r, &name);
+    printf("cuMemMap of a 2 MiB piece at offset 2 MiB into a %zu MiB allocation: %s\n",
+           bytes >> 20, name);
+    if (r == CUDA_SUCCESS) CK(cuMemUnmap(va + gran, gran));
+    CK(cuMemRelease(h));
+    CK(cuMemAddressFree(va, span));
+    return 0;
+}
