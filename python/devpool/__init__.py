@@ -152,7 +152,11 @@ def configure(config: str | None = None, /, **settings: Any) -> None:
     ``map_batch`` (pages mapped at once where a block needs pages), ``chunk_pages``,
     ``chunk_divisor``, ``chunk_min_pages`` (how finely mapped runs
     are cut into physical chunks: every chunk costs the driver one mapping, so
-    coarser chunks cost fewer driver calls and may hold more memory). Keys not given
+    coarser chunks cost fewer driver calls and may hold more memory), and ``reserve``
+    (bytes mapped at the first large allocation and kept while fewer are allocated,
+    like RMM's initial pool size: a job that knows its footprint, e.g.
+    ``reserve="40G"``, maps it once instead of in the allocations that grow the pool;
+    :func:`trim` gives it back). Keys not given
     keep their value. Without a GPU and without a backend named
     here or in ``$DEVPOOL_CONFIG``, the mock backend is used.
 

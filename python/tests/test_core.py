@@ -131,6 +131,31 @@ def test_page_settings_trade_memory_for_calls():
     assert "fraction" in out["range"]
 
 
+def test_a_reserve_is_held_from_the_first_large_block_until_trim():
+    out = run(
+        """
+        devpool.configure(backend="mock", strategy="hybrid", reserve="256M")
+        out["before"] = devpool.stats().get("backend_counters", {}).get("bytes_in_use", {}).get("current", 0)
+        p = devpool.malloc(8 << 20)  # above the slab's sizes: the page layer's first range
+        c = devpool.stats()["backend_counters"]
+        out["held"] = c["bytes_in_use"]["current"]
+        out["maps"] = c["map_calls"]
+        q = devpool.malloc(100 << 20)  # inside the reserve: no more mapping
+        out["maps_after"] = devpool.stats()["backend_counters"]["map_calls"]
+        devpool.free(q)
+        devpool.free(p)
+        out["kept"] = devpool.stats()["backend_counters"]["bytes_in_use"]["current"]
+        out["trimmed"] = devpool.trim()
+        out["after"] = devpool.stats()["backend_counters"]["bytes_in_use"]["current"]
+        """
+    )
+    assert out["before"] == 0
+    assert out["held"] == 256 << 20, out
+    assert out["maps_after"] == out["maps"], out
+    assert out["kept"] == 256 << 20, out
+    assert out["trimmed"] >= 256 << 20 and out["after"] == 0, out
+
+
 def test_stats_match_an_independent_count():
     out = run(
         """

@@ -62,7 +62,8 @@ enum Command {
         json: bool,
         /// Settings laid over every strategy they concern, as the C ABI's
         /// configuration string: small_max, huge_min, cache_floor, move_margin,
-        /// move_slack, move_memory, map_batch, chunk_pages, chunk_divisor, chunk_min_pages (e.g.
+        /// move_slack, move_memory, map_batch, chunk_pages, chunk_divisor, chunk_min_pages,
+        /// reserve (e.g.
         /// "move_memory=off;chunk_divisor=4"). Reports of the strategies they change
         /// carry them in their name.
         #[arg(long)]

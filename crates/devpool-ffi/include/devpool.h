@@ -86,6 +86,9 @@ void devpool_free(void *ptr, size_t size, int device, cudaStream_t stream);
  *                              strategies that map pages: the page layer's
  *                              settings (docs/DESIGN.md; coarser chunks and no
  *                              moving: fewer driver calls, more memory)
+ *   reserve=<bytes>            strategies that map pages: mapped at the first
+ *                              large allocation and kept while fewer bytes are
+ *                              allocated; given back by devpool_trim (0)
  *   mock_capacity=<bytes>      mock: memory per device (141G)
  *   log=off|once|all           misuse messages on stderr (once)
  * Sizes take K, M, G, T suffixes. Example: "strategy=hybrid;backend=cuda".

@@ -14,6 +14,7 @@
 //! | `chunk_pages` | count: the most pages of one physical chunk | 128 (buddy: 8) |
 //! | `chunk_divisor` | count: runs are cut into chunks of about this fraction of them | 16 |
 //! | `chunk_min_pages` | count: the fewest pages of a chunk cut from a run | 1 |
+//! | `reserve` | bytes: mapped at the pool's first large allocation and kept while fewer are allocated (as RMM's initial pool size): a job that knows its footprint maps it once instead of in every allocation that grows the pool; given back by a trim | 0 |
 //! | `mock_capacity` | bytes: the device memory of each mock device | `141G` |
 //! | `log` | `off`, `once` (the first message of each kind of misuse), `all` | `once` |
 //!
@@ -57,7 +58,7 @@ pub enum ConfigError {
     #[error("`{0}` is not a key=value pair")]
     NotAPair(String),
     /// A key of no setting.
-    #[error("unknown key `{0}` (strategy, backend, small_max, huge_min, cache_floor, move_margin, move_slack, move_memory, map_batch, chunk_pages, chunk_divisor, chunk_min_pages, mock_capacity, log)")]
+    #[error("unknown key `{0}` (strategy, backend, small_max, huge_min, cache_floor, move_margin, move_slack, move_memory, map_batch, chunk_pages, chunk_divisor, chunk_min_pages, reserve, mock_capacity, log)")]
     UnknownKey(String),
     /// A strategy name not in [`devpool::STRATEGIES`].
     #[error(transparent)]
@@ -118,7 +119,7 @@ pub enum ConfigError {
         value: String,
     },
     /// A page-layer setting with a strategy that maps no pages.
-    #[error("cache_floor, move_margin, move_slack, move_memory and the chunk keys apply to the strategies with a page layer ({paged}), not `{strategy}`", paged = paged_names())]
+    #[error("cache_floor, move_margin, move_slack, move_memory, reserve and the chunk keys apply to the strategies with a page layer ({paged}), not `{strategy}`", paged = paged_names())]
     NoPageLayer {
         /// The strategy named.
         strategy: &'static str,
@@ -204,6 +205,9 @@ pub struct Config {
     /// Strategies with a page layer: the fewest pages of a chunk cut from a run
     /// ([`VmConfig::chunk_min_pages`](devpool::tlsf::VmConfig::chunk_min_pages)).
     pub chunk_min_pages: Option<usize>,
+    /// Strategies with a page layer: bytes mapped ahead at the first large
+    /// allocation and kept ([`VmConfig::reserve`](devpool::tlsf::VmConfig::reserve)).
+    pub reserve: Option<usize>,
     /// Mock backend: bytes of memory per device.
     pub mock_capacity: u64,
     /// How much misuse is reported on standard error.
@@ -225,6 +229,7 @@ impl Default for Config {
             chunk_pages: None,
             chunk_divisor: None,
             chunk_min_pages: None,
+            reserve: None,
             mock_capacity: 141 * devpool_core::GIB,
             log: LogMode::Once,
         }
@@ -289,6 +294,9 @@ impl Config {
             if let Some(n) = self.chunk_min_pages {
                 p.chunk_min_pages = n;
             }
+            if let Some(n) = self.reserve {
+                p.reserve = n;
+            }
         }
         spec
     }
@@ -313,6 +321,7 @@ impl Config {
             "chunk_pages" => self.chunk_pages = Some(parse_count(key, value)?),
             "chunk_divisor" => self.chunk_divisor = Some(parse_count(key, value)?),
             "chunk_min_pages" => self.chunk_min_pages = Some(parse_count(key, value)?),
+            "reserve" => self.reserve = Some(parse_size(key, value)?),
             "mock_capacity" => self.mock_capacity = parse_size(key, value)? as u64,
             "log" => {
                 self.log = LogMode::ALL
@@ -339,7 +348,8 @@ impl Config {
             || self.map_batch.is_some()
             || self.chunk_pages.is_some()
             || self.chunk_divisor.is_some()
-            || self.chunk_min_pages.is_some();
+            || self.chunk_min_pages.is_some()
+            || self.reserve.is_some();
         if pages && self.strategy.clone().pages_mut().is_none() {
             return Err(ConfigError::NoPageLayer {
                 strategy: self.strategy.name(),
@@ -394,6 +404,7 @@ impl fmt::Display for Config {
             ("chunk_pages", self.chunk_pages),
             ("chunk_divisor", self.chunk_divisor),
             ("chunk_min_pages", self.chunk_min_pages),
+            ("reserve", self.reserve),
         ] {
             if let Some(n) = v {
                 write!(f, ";{key}={n}")?;
@@ -530,6 +541,8 @@ mod tests {
             "chunk_divisor=-1",
             "chunk_min_pages=1.5",
             "strategy=slab;chunk_pages=4",
+            "reserve=plenty",
+            "strategy=slab;reserve=1G",
         ] {
             assert!(c.apply(bad).is_err(), "{bad}");
             assert_eq!(c, before, "{bad}");
@@ -546,6 +559,7 @@ mod tests {
             "strategy=tlsf-virtual;backend=mock",
             "strategy=buddy-virtual;cache_floor=64M;move_margin=0.125;move_memory=off",
             "chunk_pages=32;chunk_divisor=4;chunk_min_pages=2;map_batch=8",
+            "strategy=tlsf-virtual;reserve=40GiB",
         ] {
             let mut c = Config::default();
             c.apply(text).unwrap();
@@ -579,6 +593,8 @@ mod tests {
             (p.chunk_pages, p.chunk_divisor, p.chunk_min_pages),
             (32, 4, 2)
         );
+        c.apply("reserve=3G").unwrap();
+        assert_eq!(c.spec().pages_mut().unwrap().reserve, 3 << 30);
         // Without the keys, the strategy's own settings stay.
         let mut plain = Config::default().spec();
         let q = plain.pages_mut().unwrap();

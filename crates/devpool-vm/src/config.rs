@@ -88,6 +88,15 @@ pub struct VmConfig {
     /// 64 over 40 steps) for 33 MiB more held, with no step-time difference that
     /// stood out of the run-to-run noise (docs/BENCHMARKS.md).
     pub move_slack_max: f64,
+    /// Bytes the layer maps when it reserves its first range, before any block needs
+    /// them, and keeps mapped while fewer bytes are allocated (default 0: none), as
+    /// RMM's pool takes its initial size: a job that knows its footprint pays for
+    /// mapping it once, at its first allocation, instead of in every allocation that
+    /// grows the pool. Given back only by a trim (or when the backend runs out of
+    /// memory), never by the cache policy; at most the first range's size is mapped,
+    /// and a backend that cannot map it all maps none of it and the pool goes on
+    /// without. The reserve counts as memory held.
+    pub reserve: usize,
 }
 
 impl Default for VmConfig {
@@ -106,6 +115,7 @@ impl Default for VmConfig {
             move_margin: 0.0,
             slack_max: 0.25,
             move_slack_max: 0.0,
+            reserve: 0,
         }
     }
 }
@@ -134,6 +144,8 @@ impl VmConfig {
         slack_max: f64,
         /// Another largest widening of the limit when memory keeps moving.
         move_slack_max: f64,
+        /// Another reserve mapped ahead and kept.
+        reserve: usize,
     }
     /// Another floor and fraction of the unused mapped bytes kept.
     pub fn cache(mut self, floor: usize, fraction: f64) -> Self {

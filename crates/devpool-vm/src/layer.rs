@@ -107,6 +107,9 @@ pub struct PageLayer {
     pub(crate) window_due: bool,
     /// Whether the backend can map memory it holds at a second address.
     pub(crate) can_alias: bool,
+    /// Whether the reserve ([`VmConfig::reserve`]) was mapped (or tried): once, in
+    /// the first range.
+    pub(crate) reserved_ahead: bool,
 }
 
 impl PageLayer {
@@ -116,7 +119,9 @@ impl PageLayer {
     pub fn new(backend: impl devpool_core::IntoBackend, cfg: VmConfig) -> Self {
         let backend = backend.into_backend();
         let page = backend.page_size();
-        let cfg = cfg.normalized();
+        let mut cfg = cfg.normalized();
+        // The reserve is whole pages, for the policy's floor as for the mapping.
+        cfg.reserve = align_up(cfg.reserve, page).unwrap_or(usize::MAX & !(page - 1));
         let can_alias = cfg.move_memory;
         PageLayer {
             backend,
@@ -132,6 +137,7 @@ impl PageLayer {
             since_poll: 0,
             window_due: false,
             can_alias,
+            reserved_ahead: false,
         }
     }
 
@@ -195,7 +201,32 @@ impl PageLayer {
                 self.ranges.len() - 1
             }
         };
-        Ok(RangeId(i as u32))
+        let r = RangeId(i as u32);
+        if !self.reserved_ahead && self.cfg.reserve > 0 {
+            self.reserved_ahead = true;
+            self.map_reserve(r);
+        }
+        Ok(r)
+    }
+
+    /// Map the reserve at the bottom of range `r`, the layer's first, as unused
+    /// pages in chunks of a map batch each (`map_batch_pages`, at most the largest
+    /// chunk): a reserve is memory blocks of every size will share, so it must move
+    /// and go back in pieces of about a block's size, not in the largest chunks a
+    /// single run is cut into. Best effort: if the backend refuses (out of memory),
+    /// nothing is mapped and the pool goes on without a reserve.
+    #[cold]
+    fn map_reserve(&mut self, r: RangeId) {
+        let Ok(rg) = self.range(r) else { return };
+        let pages = (self.cfg.reserve >> self.shift).min(rg.size as usize >> self.shift);
+        let chunk = self.cfg.map_batch_pages.min(self.cfg.chunk_pages).max(1);
+        let sizes: Vec<usize> = (0..pages)
+            .step_by(chunk)
+            .map(|p| (chunk.min(pages - p)) << self.shift)
+            .collect();
+        if !sizes.is_empty() {
+            let _ = self.map_sizes(r, 0, &sizes);
+        }
     }
 
     /// Give range `r` back, if no page of it is mapped or used; returns whether it

@@ -117,16 +117,25 @@ impl PageLayer {
                 a = b;
             }
         }
+        self.map_sizes(r, s, &sizes)
+    }
+
+    /// Map chunks of `sizes` bytes (whole pages each, all missing) one after the
+    /// other from page `s` of range `r`, in one backend call, as unused pages unless
+    /// a block already counts them as used.
+    pub(crate) fn map_sizes(&mut self, r: RangeId, s: usize, sizes: &[usize]) -> Result<()> {
+        let shift = self.shift;
+        let e = s + sizes.iter().map(|&b| b >> shift).sum::<usize>();
         let base = self.range(r)?.base;
         self.backend
-            .map_chunks(DevicePtr(base + ((s as u64) << shift)), &sizes)?;
+            .map_chunks(DevicePtr(base + ((s as u64) << shift)), sizes)?;
         self.calls.maps += 1;
         self.calls.chunks += sizes.len() as u64;
         let rg = at(&mut self.ranges, r);
         rg.mapped.set(s, e, true);
         rg.top = rg.top.max(e);
         let mut a = s;
-        for &len in &sizes {
+        for &len in sizes {
             let b = a + (len >> shift);
             rg.set_chunk(a, b - a);
             a = b;

@@ -20,6 +20,9 @@
 //! pages every step ends up holding a little more instead of moving every step; the
 //! widening decays by a quarter in every window without a move.
 //!
+//! A reserve ([`VmConfig::reserve`]) is a floor under all of it: while fewer bytes
+//! are allocated than the reserve, the unused memory up to it stays.
+//!
 //! The same policy serves the page layer (unused mapped pages) and the region modes
 //! of the strategies (wholly free regions), so every strategy is held to one rule.
 
@@ -66,6 +69,9 @@ pub struct CachePolicy {
     moved_before: u64,
     /// Extra bytes held (limit and bound) after moves recurred.
     move_slack: u64,
+    /// Bytes held whatever the work ([`VmConfig::reserve`]): unused memory up to the
+    /// reserve less the allocated bytes is always allowed.
+    reserve: u64,
 }
 
 impl CachePolicy {
@@ -92,6 +98,7 @@ impl CachePolicy {
             moved_now: 0,
             moved_before: 0,
             move_slack: 0,
+            reserve: cfg.reserve as u64,
         }
     }
 
@@ -176,6 +183,7 @@ impl CachePolicy {
             .saturating_add(self.slack)
             .saturating_add(self.move_slack)
             .saturating_add(peak - allocated)
+            .max(self.reserve.saturating_sub(allocated))
     }
 
     /// Bytes the pool may hold in all once `incoming` more bytes are allocated before
@@ -188,7 +196,9 @@ impl CachePolicy {
             .saturating_add(self.floor_at(peak))
             .saturating_add(extra)
             .saturating_add(self.move_slack);
-        by_use.max(self.held_now.max(self.held_before))
+        by_use
+            .max(self.held_now.max(self.held_before))
+            .max(self.reserve)
     }
 
     /// The pool holds `bytes` now.
@@ -276,6 +286,32 @@ mod tests {
         window(&mut p, 0);
         window(&mut p, 0);
         assert_eq!(p.move_slack(), (1 << 20) * 3 / 4 * 3 / 4);
+    }
+
+    #[test]
+    fn a_reserve_is_a_floor_under_the_bound_and_the_limit() {
+        let mut p = CachePolicy::new(
+            &VmConfig::default()
+                .cache(0, 0.0)
+                .window_ops(4)
+                .reserve(256 << 20),
+        );
+        assert_eq!((p.bound(0), p.limit(0)), (256 << 20, 256 << 20));
+        p.on_alloc(64 << 20);
+        // Within the reserve: what is not allocated of it may stay unused.
+        assert_eq!(p.bound(0), 192 << 20);
+        // Past it, the usual bound: nothing was freed since the peak.
+        p.on_alloc(256 << 20);
+        assert_eq!((p.bound(0), p.limit(0)), (0, 320 << 20));
+        // Freed again and two windows on, the recent peak is gone but the reserve
+        // is still allowed.
+        p.on_free(300 << 20);
+        for _ in 0..8 {
+            p.tick();
+        }
+        assert_eq!(p.allocated(), 20 << 20);
+        assert_eq!(p.bound(0), (256 - 20) << 20);
+        assert_eq!(p.limit(0), 256 << 20);
     }
 
     #[test]

@@ -427,3 +427,66 @@ fn a_block_on_moved_pages_unmaps_only_them_and_the_rest_go_on_frees() {
         .unwrap();
     assert_eq!(vm.held().current, held(&mock));
 }
+
+#[test]
+fn a_reserve_is_mapped_with_the_first_range_and_kept_until_a_trim() {
+    let mock = MockBackend::shared();
+    let page = mock.granularity() as u64;
+    let cfg = VmConfig::default()
+        .map_batch_pages(1)
+        .cache(0, 0.0)
+        .window_ops(16)
+        .reserve(8 * page as usize - 100);
+    let (mut vm, r, _) = layer(&mock, cfg.clone(), 64);
+    // Rounded up to whole pages, mapped before any block, counted as held.
+    assert_eq!(held(&mock), 8 * page);
+    assert_eq!(vm.detail().unused_pages, 8);
+    assert_eq!(vm.held().current, 8 * page);
+    let maps = mock.counters().map_calls;
+    assert_eq!(maps, 1, "the reserve is one mapping call");
+    let b = vm.base(r);
+    let room = (b, b + 64 * page);
+    // Blocks inside the reserve call nothing; many windows of small work keep it.
+    for _ in 0..200 {
+        let x = (b, b + 3 * page);
+        vm.acquire(r, x, room).unwrap();
+        vm.release(r, x, S);
+    }
+    assert_eq!(mock.counters().map_calls, maps);
+    assert_eq!(held(&mock), 8 * page);
+    // A block past the reserve takes the reserve's unused memory (it moves there:
+    // the pool holds no more), a larger one new memory too; once the work is small
+    // again the new memory goes back, the reserve stays.
+    let y = (b + 16 * page, b + 20 * page);
+    vm.acquire(r, y, (y.0, room.1)).unwrap();
+    assert_eq!(held(&mock), 8 * page);
+    let z = (b + 24 * page, b + 36 * page);
+    vm.acquire(r, z, (z.0, room.1)).unwrap();
+    assert_eq!(held(&mock), 16 * page, "4 + 12 pages live: 8 new");
+    vm.release(r, y, S);
+    vm.release(r, z, S);
+    for _ in 0..200 {
+        let x = (b, b + page);
+        vm.acquire(r, x, room).unwrap();
+        vm.release(r, x, S);
+    }
+    assert_eq!(held(&mock), 8 * page, "{}", vm.detail());
+    vm.verify([]).unwrap();
+    // A second range maps no second reserve.
+    let r2 = vm.reserve(64 * page as usize, page as usize).unwrap();
+    assert_ne!(r2, r);
+    assert_eq!(held(&mock), 8 * page);
+    // A trim gives it back.
+    vm.trim().unwrap();
+    assert_eq!(held(&mock), 0);
+    assert_eq!(vm.held().current, 0);
+    // A reserve the device cannot hold maps nothing, and the layer works without.
+    let small = MockBackend::shared_with(MockConfig::default().capacity(4 * page));
+    let (mut vm, r, _) = layer(&small, cfg, 64);
+    assert_eq!(held(&small), 0);
+    let b = vm.base(r);
+    vm.acquire(r, (b, b + 2 * page), (b, b + 64 * page))
+        .unwrap();
+    assert_eq!(held(&small), 2 * page);
+    vm.verify([(r, b, b + 2 * page)]).unwrap();
+}

@@ -38,6 +38,7 @@ proptest! {
         divisor in 1usize..20,
         floor in 0usize..4,
         window in 4u64..40,
+        reserve in prop_oneof![3 => Just(0usize), 1 => 1usize..24],
     ) {
         let mock = MockBackend::shared_with(MockConfig::default().host_backed().manual_events());
         let s = mock.create_stream().unwrap();
@@ -47,7 +48,8 @@ proptest! {
             .chunk_pages(chunk)
             .chunk_divisor(divisor)
             .cache(floor * page, 0.0)
-            .window_ops(window);
+            .window_ops(window)
+            .reserve(reserve * page);
         let mut vm = PageLayer::new(mock.clone(), cfg);
         let r = vm.reserve(80 * page, page).unwrap();
         let base = vm.base(r);
