@@ -219,3 +219,71 @@ fn held_bytes_match_cumemgetinfo() {
         );
     }
 }
+
+/// A hybrid with a reserve: its first large block maps the reserve, blocks inside
+/// it call the driver no more and hold what was written to them, freeing them keeps
+/// it, the usual checks pass on it, and their trim gives it back.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn hybrid_with_a_reserve_on_gpu() {
+    use devpool_core::{Request, StreamId};
+    use devpool_hybrid::{hybrid, HybridConfig, LargeStrategy};
+    const RESERVE: u64 = 1 << 30;
+    let g = gpu();
+    let mut cfg = HybridConfig::training();
+    match &mut cfg.large {
+        LargeStrategy::Tlsf(t) => t.pages.reserve = RESERVE as usize,
+        LargeStrategy::Buddy(_) => panic!("the training preset's large route is TLSF"),
+    }
+    let alloc = hybrid(g.clone(), cfg);
+    let first = alloc.allocate(Request::new(8 << 20)).unwrap();
+    assert!(
+        g.counters().bytes_in_use.current >= RESERVE,
+        "the first large block maps the reserve: {:?}",
+        g.counters()
+    );
+    let maps = g.counters().map_calls;
+    let blocks: Vec<_> = (0..16u8)
+        .map(|i| {
+            let b = alloc.allocate(Request::new(32 << 20)).unwrap();
+            g.memset(b.ptr, i + 1, b.requested, StreamId::DEFAULT)
+                .unwrap();
+            b
+        })
+        .collect();
+    assert_eq!(
+        g.counters().map_calls,
+        maps,
+        "512 MiB of blocks inside a 1 GiB reserve map nothing"
+    );
+    for (i, b) in blocks.iter().enumerate() {
+        let mut ends = [0u8; 2];
+        g.copy_to_host(&mut ends[..1], b.ptr, StreamId::DEFAULT)
+            .unwrap();
+        g.copy_to_host(
+            &mut ends[1..],
+            devpool_core::DevicePtr(b.ptr.0 + b.requested as u64 - 1),
+            StreamId::DEFAULT,
+        )
+        .unwrap();
+        assert_eq!(
+            ends,
+            [i as u8 + 1; 2],
+            "block {i} holds what was written to it"
+        );
+    }
+    for b in blocks {
+        alloc.free(b).unwrap();
+    }
+    alloc.free(first).unwrap();
+    assert!(
+        g.counters().bytes_in_use.current >= RESERVE,
+        "freeing keeps the reserve"
+    );
+    checks(&alloc, OverlapCheck::new(4000, 28), &g);
+    assert!(
+        g.counters().bytes_in_use.current < RESERVE,
+        "the trim gave the reserve back: {:?}",
+        g.counters()
+    );
+}
