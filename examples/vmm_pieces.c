@@ -7,9 +7,10 @@
 //
 // Prints, per run size and piece count, the median of 15 tries in microseconds of
 // cuMemCreate, cuMemMap, cuMemSetAccess (one call over the whole run) and
-// cuMemUnmap (every piece), for one physical allocation per piece; then whether
-// cuMemMap takes a nonzero offset into a physical allocation (CUDA 13.0's
-// documentation says the offset must be zero).
+// cuMemUnmap (every piece), for one physical allocation per piece; then whether one
+// cuMemUnmap can cover several adjacent mappings and what it costs against one call
+// per mapping; then whether cuMemMap takes a nonzero offset into a physical
+// allocation (CUDA 13.0's documentation says the offset must be zero).
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +106,44 @@ int main(void) {
             printf("%7zu MiB %6d %10.1f %10.1f %12.1f %10.1f %10.1f\n", runs[r] >> 20, pieces,
                    m[0], m[1], m[2], m[3], tot);
         }
+    }
+    // Can one cuMemUnmap cover several adjacent mappings, and what does it cost?
+    {
+        int pieces = 16;
+        size_t piece = gran, bytes = pieces * piece, f0, f1, f2, total;
+        double one[TRIES], each[TRIES];
+        CUresult r1 = CUDA_SUCCESS;
+        for (int k = 0; k < TRIES; k++) {
+            for (int way = 0; way < 2; way++) {
+                CUmemGenericAllocationHandle hs[16];
+                CK(cuMemGetInfo(&f0, &total));
+                for (int i = 0; i < pieces; i++) CK(cuMemCreate(&hs[i], piece, &prop, 0));
+                for (int i = 0; i < pieces; i++) CK(cuMemMap(va + i * piece, piece, 0, hs[i], 0));
+                CK(cuMemSetAccess(va, bytes, &access, 1));
+                for (int i = 0; i < pieces; i++) CK(cuMemRelease(hs[i]));
+                CK(cuMemGetInfo(&f1, &total));
+                double a = now_us();
+                if (way == 0) {
+                    r1 = cuMemUnmap(va, bytes);
+                    if (r1 != CUDA_SUCCESS)
+                        for (int i = 0; i < pieces; i++) CK(cuMemUnmap(va + i * piece, piece));
+                } else {
+                    for (int i = 0; i < pieces; i++) CK(cuMemUnmap(va + i * piece, piece));
+                }
+                double b = now_us();
+                CK(cuMemGetInfo(&f2, &total));
+                if (f0 > f2 + (4 << 20) || f0 < f1 + bytes) {
+                    printf("memory not given back after the unmap (way %d)\n", way);
+                    return 1;
+                }
+                (way == 0 ? one : each)[k] = b - a;
+            }
+        }
+        const char *name;
+        cuGetErrorName(r1, &name);
+        printf("cuMemUnmap over %d adjacent 2 MiB mappings in one call: %s, %.1f us; one "
+               "call per mapping: %.1f us (medians)\n",
+               pieces, name, median(one, TRIES), median(each, TRIES));
     }
     // Can two mappings share one physical allocation, at offsets into it?
     CUmemGenericAllocationHandle h;
