@@ -62,7 +62,7 @@ mod tree;
 mod vmem;
 
 pub use config::{BuddyConfig, BuddyMode};
-pub use devpool_vm::{VmConfig, VmDetail};
+pub use devpool_vm::{ReserveOnce, VmConfig, VmDetail};
 pub use pool::BuddyPool;
 pub use stats::{BuddyDetail, OrderStats, SpanDetail};
 
@@ -91,7 +91,10 @@ pub fn buddy(backend: impl IntoBackend, cfg: BuddyConfig) -> StreamOrdered<Buddy
         "buddy-region"
     };
     let b = backend.clone();
+    let once = ReserveOnce::default();
     StreamOrdered::new(name, backend, move |_| {
-        BuddyPool::new(b.clone(), cfg.clone())
+        let mut c = cfg.clone();
+        c.pages = once.settings(&cfg.pages);
+        BuddyPool::new(b.clone(), c)
     })
 }

@@ -280,7 +280,13 @@ impl HybridPool {
 pub fn hybrid(backend: impl IntoBackend, cfg: HybridConfig) -> StreamOrdered<HybridPool> {
     let backend = backend.into_backend();
     let b = backend.clone();
+    let once = devpool_tlsf::ReserveOnce::default();
     StreamOrdered::new("hybrid", backend, move |s| {
-        HybridPool::for_stream(b.clone(), cfg.clone(), s)
+        let mut c = cfg.clone();
+        match &mut c.large {
+            crate::LargeStrategy::Tlsf(t) => t.pages = once.settings(&t.pages),
+            crate::LargeStrategy::Buddy(u) => u.pages = once.settings(&u.pages),
+        }
+        HybridPool::for_stream(b.clone(), c, s)
     })
 }

@@ -84,8 +84,11 @@ pub fn tlsf(backend: impl IntoBackend, cfg: TlsfConfig) -> StreamOrdered<TlsfPoo
     let virt = resolve(&*backend, cfg.mode);
     let name = if virt { "tlsf-virtual" } else { "tlsf-region" };
     let b = backend.clone();
+    let once = crate::ReserveOnce::default();
     StreamOrdered::new(name, backend, move |_| {
-        TlsfPool::new(b.clone(), cfg.clone())
+        let mut c = cfg.clone();
+        c.pages = once.settings(&cfg.pages);
+        TlsfPool::new(b.clone(), c)
     })
 }
 

@@ -95,7 +95,9 @@ pub struct VmConfig {
     /// grows the pool. Given back only by a trim (or when the backend runs out of
     /// memory), never by the cache policy; at most the first range's size is mapped,
     /// and a backend that cannot map it all maps none of it and the pool goes on
-    /// without. The reserve counts as memory held.
+    /// without. The reserve counts as memory held. In a stream-ordered allocator
+    /// (one pool per stream) only the first pool made, the first stream's to
+    /// allocate, takes it ([`ReserveOnce`](crate::ReserveOnce)).
     pub reserve: usize,
 }
 
