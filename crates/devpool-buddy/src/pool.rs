@@ -306,8 +306,12 @@ impl BuddyPool {
     }
 }
 
-impl Pool for BuddyPool {
-    fn allocate(&self, req: &Request) -> Result<Block> {
+impl BuddyPool {
+    /// [`Pool::allocate`] with `tag`, a router's bits, set in the block's handle.
+    /// One body for both entry points, which jump to it: two inlined copies would
+    /// leave its own helpers out of line.
+    #[inline(never)]
+    fn allocate_tagged(&self, req: &Request, tag: u64) -> Result<Block> {
         let order = self.order_for(req)?;
         let size = req.effective_size() as u64;
         let granted = self.granted(order, size);
@@ -325,8 +329,22 @@ impl Pool for BuddyPool {
             DevicePtr(addr),
             granted as usize,
             self.device,
-            encode(i, gen),
+            tag | encode(i, gen),
         ))
+    }
+}
+
+impl Pool for BuddyPool {
+    #[inline]
+    fn allocate(&self, req: &Request) -> Result<Block> {
+        self.allocate_tagged(req, 0)
+    }
+
+    /// Tagged as the block is made: its handle (a node and 30 bits of generation)
+    /// leaves the router's bits clear.
+    #[inline]
+    fn allocate_routed(&self, req: &Request, route: u64) -> Result<Block> {
+        self.allocate_tagged(req, devpool_core::route_tag(route)?)
     }
 
     fn deallocate(&self, block: &Block) -> Result<()> {

@@ -164,6 +164,28 @@ impl<A: Allocator + ?Sized> Allocator for Box<A> {
 pub trait Pool: Send + Sync + 'static {
     /// Allocate a block.
     fn allocate(&self, req: &Request) -> Result<Block>;
+    /// [`allocate`](Self::allocate) for a router: the block comes tagged with
+    /// `route` (below [`HANDLE_ROUTES`](crate::HANDLE_ROUTES)) in the bits of its
+    /// handle above [`POOL_HANDLE_BITS`](crate::POOL_HANDLE_BITS), as
+    /// [`Block::routed`] tags it. The default allocates and tags the block; a pool
+    /// whose handle leaves those bits clear (as every pool's must) and the route
+    /// out of range fail the request, the block given back. A pool may override it
+    /// to tag the block as it makes it, which saves the router a copy of a block
+    /// just written (a load of it waits for the callee's stores to land).
+    fn allocate_routed(&self, req: &Request, route: u64) -> Result<Block> {
+        let tag = crate::types::route_tag(route)?;
+        match self.allocate(req) {
+            Ok(b) if b.handle > crate::POOL_HANDLE_MASK => {
+                let _ = self.deallocate(&b);
+                b.routed(route)
+            }
+            Ok(b) => Ok(Block {
+                handle: b.handle | tag,
+                ..b
+            }),
+            err => err,
+        }
+    }
     /// Free a block this pool handed out.
     fn deallocate(&self, block: &Block) -> Result<()>;
     /// Check, without freeing it, that `block` is live in this pool.
@@ -185,6 +207,9 @@ pub trait Pool: Send + Sync + 'static {
 impl<P: Pool + ?Sized> Pool for Box<P> {
     fn allocate(&self, req: &Request) -> Result<Block> {
         (**self).allocate(req)
+    }
+    fn allocate_routed(&self, req: &Request, route: u64) -> Result<Block> {
+        (**self).allocate_routed(req, route)
     }
     fn deallocate(&self, block: &Block) -> Result<()> {
         (**self).deallocate(block)

@@ -58,6 +58,6 @@ pub use reserved::ReservedRanges;
 pub use rng::Rng;
 pub use stats::{AtomicGauge, Counters, Gauge, Stats, Tally};
 pub use types::{
-    align_up, excerpt, human_bytes, Block, DeviceId, DevicePtr, EventId, Request, StreamId, GIB,
-    HANDLE_ROUTES, MIN_ALIGN, POOL_HANDLE_BITS, POOL_HANDLE_MASK,
+    align_up, excerpt, human_bytes, route_tag, Block, DeviceId, DevicePtr, EventId, Request,
+    StreamId, GIB, HANDLE_ROUTES, MIN_ALIGN, POOL_HANDLE_BITS, POOL_HANDLE_MASK,
 };

@@ -365,10 +365,12 @@ impl<P: Pool> StreamOrdered<P> {
     /// [`allocate_failed`](Self::allocate_failed) in the request's pool.
     #[cold]
     #[inline(never)]
-    fn allocate_retry(&self, req: &Request, r: &mut Result<Block>) {
+    fn allocate_retry(&self, req: &Request, e: Error) -> Result<Block> {
+        let mut r = Err(e);
         if let Some(pool) = self.pool(req.stream) {
-            self.allocate_failed(pool, req, r);
+            self.allocate_failed(pool, req, &mut r);
         }
+        r
     }
 
     /// An allocation failed with `r`: on out of memory, give everything cached back
@@ -408,13 +410,12 @@ impl<P: Pool> Allocator for StreamOrdered<P> {
     fn allocate(&self, req: Request) -> Result<Block> {
         match self.pool_fast(req.stream) {
             Some(pool) if self.pending_count.load(Ordering::Relaxed) == 0 => {
-                let mut r = pool.allocate(&req);
-                if r.is_err() {
+                match pool.allocate(&req) {
                     // Only the request stays alive across the call: the pool is
                     // looked up again on this rare path.
-                    self.allocate_retry(&req, &mut r);
+                    Err(e) => self.allocate_retry(&req, e),
+                    ok => ok,
                 }
-                r
             }
             _ => self.allocate_slow(req),
         }

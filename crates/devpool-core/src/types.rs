@@ -259,6 +259,26 @@ pub const POOL_HANDLE_MASK: u64 = (1 << POOL_HANDLE_BITS) - 1;
 /// Routes a router can tag in the bits above [`POOL_HANDLE_BITS`] (4).
 pub const HANDLE_ROUTES: u64 = 1 << (u64::BITS - POOL_HANDLE_BITS);
 
+/// The bits of a handle that tag it with `route`, or
+/// [`Corrupted`](crate::Error::Corrupted) when the route does not fit them (not
+/// below [`HANDLE_ROUTES`]): a router's mistake.
+///
+/// ```
+/// use devpool_core::{route_tag, POOL_HANDLE_BITS};
+/// assert_eq!(route_tag(1).unwrap(), 1 << POOL_HANDLE_BITS);
+/// assert!(route_tag(4).is_err());
+/// ```
+#[inline]
+pub fn route_tag(route: u64) -> crate::Result<u64> {
+    if route >= HANDLE_ROUTES {
+        return Err(crate::Error::Corrupted {
+            ptr: DevicePtr::NULL,
+            detail: format!("route {route} does not fit the router's bits of a handle"),
+        });
+    }
+    Ok(route << POOL_HANDLE_BITS)
+}
+
 impl Block {
     /// The route a router tagged this block with (0 when none did).
     #[inline]

@@ -5,7 +5,7 @@ use crate::slabs::SlabSource;
 use devpool_buddy::BuddyPool;
 use devpool_core::{
     Block, DirectPool, Error, IntoBackend, Parts, Pool, Request, Result, RouteStats, Stats,
-    StreamId, StreamOrdered, POOL_HANDLE_BITS, POOL_HANDLE_MASK,
+    StreamId, StreamOrdered,
 };
 use devpool_slab::SlabPool;
 use devpool_tlsf::TlsfPool;
@@ -168,7 +168,7 @@ impl Pool for HybridPool {
             // its result goes out as it is, with nothing read back.
             return self.slab.allocate(req);
         }
-        self.allocate_routed(req)
+        self.allocate_by_route(req)
     }
 
     #[inline]
@@ -239,7 +239,7 @@ impl HybridPool {
     /// Every request but a plain small one: a function of its own, so that the
     /// plain small route saves no registers and jumps straight to the slab.
     #[inline(never)]
-    fn allocate_routed(&self, req: &Request) -> Result<Block> {
+    fn allocate_by_route(&self, req: &Request) -> Result<Block> {
         if req.size.wrapping_sub(1) < self.small_max {
             // A request of 1 to `small_max` bytes. The small route's tag is zero: the
             // slab's block goes out as it is, with no copy (copying a block the callee
@@ -254,25 +254,14 @@ impl HybridPool {
         self.allocate_on(self.route(req.effective_size()), req)
     }
 
-    /// Allocate on `route` and tag the block with it.
+    /// Allocate on `route` and tag the block with it: the pool tags it as it
+    /// makes it ([`Pool::allocate_routed`]), so the block goes out as written,
+    /// with no copy (a copy of a block the callee has just written waits for its
+    /// stores). A pool that used the router's bits broke the contract: its block
+    /// goes back and the request fails.
     #[inline]
     fn allocate_on(&self, route: Route, req: &Request) -> Result<Block> {
-        let mut r = match route {
-            Route::Small => self.slab.allocate(req),
-            Route::Large => self.large.pool().allocate(req),
-            Route::Huge => self.huge.allocate(req),
-        };
-        // Tag the block where it lies; a pool that used the router's bits broke the
-        // contract: its block goes back and the request fails.
-        if let Ok(b) = &mut r {
-            if b.handle > POOL_HANDLE_MASK {
-                let bad = *b;
-                let _ = self.pool(route).deallocate(&bad);
-                return bad.routed(route as u64);
-            }
-            b.handle |= (route as u64) << POOL_HANDLE_BITS;
-        }
-        r
+        self.pool(route).allocate_routed(req, route as u64)
     }
 }
 

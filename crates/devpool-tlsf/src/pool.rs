@@ -202,8 +202,12 @@ impl TlsfPool {
     }
 }
 
-impl Pool for TlsfPool {
-    fn allocate(&self, req: &Request) -> Result<Block> {
+impl TlsfPool {
+    /// [`Pool::allocate`] with `tag`, a router's bits, set in the block's handle.
+    /// One body for both entry points, which jump to it: two inlined copies would
+    /// leave its own helpers out of line.
+    #[inline(never)]
+    fn allocate_tagged(&self, req: &Request, tag: u64) -> Result<Block> {
         let align = req.effective_align()?;
         if align > self.page as usize {
             return Err(Error::InvalidAlignment { align: req.align });
@@ -240,8 +244,22 @@ impl Pool for TlsfPool {
             DevicePtr(addr),
             size as usize,
             self.device,
-            gen << 32 | i as u64,
+            tag | gen << 32 | i as u64,
         ))
+    }
+}
+
+impl Pool for TlsfPool {
+    #[inline]
+    fn allocate(&self, req: &Request) -> Result<Block> {
+        self.allocate_tagged(req, 0)
+    }
+
+    /// Tagged as the block is made: its handle (a node and 30 bits of generation)
+    /// leaves the router's bits clear.
+    #[inline]
+    fn allocate_routed(&self, req: &Request, route: u64) -> Result<Block> {
+        self.allocate_tagged(req, devpool_core::route_tag(route)?)
     }
 
     fn deallocate(&self, block: &Block) -> Result<()> {
