@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Set `flag` if it was clear (with Acquire); whether it was.
 #[inline]
 fn take(flag: &AtomicBool) -> bool {
-    #[cfg(not(loom))]
+    #[cfg(not(any(loom, devpool_unlocked)))]
     let taken = !flag.swap(true, Ordering::Acquire);
     // The loom model spells it as the compare-exchange it is equivalent to on a flag:
     // loom mis-orders a swap against a concurrent store (tokio-rs/loom#254).
@@ -25,6 +25,14 @@ fn take(flag: &AtomicBool) -> bool {
     let taken = flag
         .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
         .is_ok();
+    // A build for measurement only (`RUSTFLAGS="--cfg devpool_unlocked"`): a plain
+    // load and store instead of the atomic swap, to time what the swap costs on a
+    // processor (docs/BENCHMARKS.md). Not a lock between threads: never ship it.
+    #[cfg(all(devpool_unlocked, not(loom)))]
+    let taken = !flag.load(Ordering::Relaxed) && {
+        flag.store(true, Ordering::Relaxed);
+        true
+    };
     taken
 }
 
