@@ -167,9 +167,10 @@ pub trait Pool: Send + Sync + 'static {
     /// [`allocate`](Self::allocate) for a router: the block comes tagged with
     /// `route` (below [`HANDLE_ROUTES`](crate::HANDLE_ROUTES)) in the bits of its
     /// handle above [`POOL_HANDLE_BITS`](crate::POOL_HANDLE_BITS), as
-    /// [`Block::routed`] tags it. The default allocates and tags the block; a pool
-    /// whose handle leaves those bits clear (as every pool's must) and the route
-    /// out of range fail the request, the block given back. A pool may override it
+    /// [`Block::routed`] tags it. The default allocates and tags the block. A route
+    /// out of range fails the request before anything is allocated; a block whose
+    /// handle uses those bits (which no pool's may) goes back to the pool and the
+    /// request fails ([`Error::Corrupted`](crate::Error::Corrupted)). A pool may override it
     /// to tag the block as it makes it, which saves the router a copy of a block
     /// just written (a load of it waits for the callee's stores to land).
     fn allocate_routed(&self, req: &Request, route: u64) -> Result<Block> {
