@@ -59,6 +59,11 @@ pub struct BenchResult {
     /// warm-up.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub steady_memory_calls: Option<u64>,
+    /// Random op only: backend calls that took or gave back memory during the
+    /// timed steps, which start from an empty pool (on a GPU each costs tens of
+    /// microseconds, so they say how much of the figure is the driver's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_calls: Option<u64>,
 }
 
 /// Most time one figure may take; slow baselines stop early.
@@ -105,12 +110,14 @@ fn pair(
 /// The RMM-style loop: up to 1000 live blocks, sizes log-uniform in [256 B, 16 MiB],
 /// each step allocates or frees a random live block with equal odds; (steps
 /// completed, time, failed allocations): a step whose allocation failed is not
-/// completed.
-fn random_loop(alloc: &dyn Allocator, steps: usize, seed: u64) -> (u64, Duration, u64) {
+/// completed. Also the backend's memory calls during the timed steps.
+fn random_loop(alloc: &dyn Allocator, steps: usize, seed: u64) -> ((u64, Duration, u64), u64) {
     let mut rng = Rng::new(seed);
     let sizes: Vec<usize> = (0..4096).map(|_| rng.log_uniform(256, 16 << 20)).collect();
     let mut live: Vec<Block> = Vec::with_capacity(1000);
     let mut fails = 0;
+    let calls = || alloc.backend().counters().memory_calls();
+    let calls_before = calls();
     let start = Instant::now();
     let (mut n, mut tried) = (0u64, 0u64);
     while (tried as usize) < steps {
@@ -135,10 +142,11 @@ fn random_loop(alloc: &dyn Allocator, steps: usize, seed: u64) -> (u64, Duration
         }
     }
     let took = start.elapsed();
+    let made = calls() - calls_before;
     for b in live {
         alloc.free(b).expect("free of a live block");
     }
-    (n, took, fails)
+    ((n, took, fails), made)
 }
 
 /// Pairs on `threads` threads, each on its own stream; (pairs completed by all,
@@ -226,6 +234,7 @@ pub(crate) fn result(
         backend: backend.to_string(),
         held_over_live: None,
         steady_memory_calls: None,
+        memory_calls: None,
     }
 }
 
@@ -297,10 +306,17 @@ pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<()> {
         }
         // A strategy that reuses memory only once empty would grow without bound.
         if alloc.reuse() == Reuse::OnFree {
-            let r = random_loop(&*alloc, args.steps, 42);
-            out.push(result(s, "random op", 1, r, be));
+            let (r, calls) = random_loop(&*alloc, args.steps, 42);
+            out.push(BenchResult {
+                memory_calls: Some(calls),
+                ..result(s, "random op", 1, r, be)
+            });
             if !args.json {
-                eprintln!("{s:>18} {:<14} {:>10} ns", "random op", figure(out.last()));
+                eprintln!(
+                    "{s:>18} {:<14} {:>10} ns  ({calls} memory calls)",
+                    "random op",
+                    figure(out.last())
+                );
             }
         }
         let _ = alloc.trim();
@@ -424,6 +440,24 @@ mod tests {
     use devpool_testing::{FaultOn, MockBackend, MockConfig};
 
     #[test]
+    fn the_random_op_counts_its_memory_calls() {
+        // A direct pool makes one region call per completed step (an allocation or a
+        // free): an independent count of what the loop reports. The frees after the
+        // timed steps are not counted.
+        let mock = MockBackend::shared();
+        let a = direct(mock.clone());
+        let ((n, _, fails), calls) = random_loop(&a, 2000, 7);
+        assert_eq!(fails, 0);
+        assert_eq!(calls, n, "one region call per step");
+        let all = devpool_core::Backend::counters(&*mock);
+        assert!(all.region_allocs + all.region_frees > calls, "{all:?}");
+        assert_eq!(
+            all.region_allocs, all.region_frees,
+            "every block freed at the end"
+        );
+    }
+
+    #[test]
     fn failed_allocations_are_not_operations() {
         // Every 4 MiB request fails on a 1 MiB device: no pair completes, no figure.
         let small = direct(MockBackend::shared_with(
@@ -449,7 +483,7 @@ mod tests {
         let r = pair(&a, 4096, StreamId::DEFAULT, 640, Duration::from_secs(5));
         assert_eq!(r.2, 1, "one injected fault");
         assert_eq!(r.0, 639, "the failed pair is not counted: {r:?}");
-        let steps = random_loop(&small, 1000, 1);
+        let (steps, _) = random_loop(&small, 1000, 1);
         assert!(steps.2 > 0, "allocations failed on the 1 MiB device");
         assert_eq!(steps.0 + steps.2, 1000, "each step completed or failed");
     }
@@ -468,6 +502,7 @@ mod tests {
             backend: "mock".into(),
             held_over_live: None,
             steady_memory_calls: None,
+            memory_calls: None,
         };
         let t = table(std::slice::from_ref(&ok), &[1]);
         assert!(t.contains("50.0") && !t.contains('*'), "{t}");
