@@ -174,16 +174,13 @@ pub trait Pool: Send + Sync + 'static {
     /// to tag the block as it makes it, which saves the router a copy of a block
     /// just written (a load of it waits for the callee's stores to land).
     fn allocate_routed(&self, req: &Request, route: u64) -> Result<Block> {
-        let tag = crate::types::route_tag(route)?;
+        crate::types::route_tag(route)?;
         match self.allocate(req) {
             Ok(b) if b.handle > crate::POOL_HANDLE_MASK => {
                 let _ = self.deallocate(&b);
                 b.routed(route)
             }
-            Ok(b) => Ok(Block {
-                handle: b.handle | tag,
-                ..b
-            }),
+            Ok(b) => b.routed(route),
             err => err,
         }
     }

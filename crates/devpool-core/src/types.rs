@@ -310,7 +310,7 @@ impl Block {
     /// ```
     #[inline]
     pub fn routed(self, route: u64) -> crate::Result<Block> {
-        if self.handle > POOL_HANDLE_MASK || route >= HANDLE_ROUTES {
+        if self.handle > POOL_HANDLE_MASK {
             return Err(crate::Error::Corrupted {
                 ptr: self.ptr,
                 detail: format!(
@@ -321,7 +321,7 @@ impl Block {
             });
         }
         Ok(Block {
-            handle: self.handle | route << POOL_HANDLE_BITS,
+            handle: self.handle | route_tag(route)?,
             ..self
         })
     }

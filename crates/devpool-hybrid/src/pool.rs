@@ -258,7 +258,8 @@ impl HybridPool {
     /// makes it ([`Pool::allocate_routed`]), so the block goes out as written,
     /// with no copy (a copy of a block the callee has just written waits for its
     /// stores). A pool that used the router's bits broke the contract: its block
-    /// goes back and the request fails.
+    /// goes back and the request fails (the trait's default checks; the handles of
+    /// TLSF and buddy leave those bits clear by a check when they compile).
     #[inline]
     fn allocate_on(&self, route: Route, req: &Request) -> Result<Block> {
         self.pool(route).allocate_routed(req, route as u64)

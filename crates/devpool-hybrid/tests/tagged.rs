@@ -71,10 +71,14 @@ fn a_route_that_does_not_fit_fails_and_allocates_nothing() {
     let mock = MockBackend::shared();
     for (name, pool) in pools(&mock) {
         let before = pool.stats();
+        // The backend's own count of what it handed out, independent of the pool's.
+        let held = devpool_core::Backend::counters(&*mock).bytes_in_use.current;
         match pool.allocate_routed(&Request::new(4096), devpool_core::HANDLE_ROUTES) {
-            Err(Error::Corrupted { .. }) => {}
+            Err(Error::Corrupted { detail, .. }) => assert!(detail.contains("route"), "{detail}"),
             other => panic!("{name}: route 4 must be refused, got {other:?}"),
         }
+        let now = devpool_core::Backend::counters(&*mock).bytes_in_use.current;
+        assert_eq!(now, held, "{name}: no device memory taken");
         let after = pool.stats();
         assert_eq!(
             after.live_blocks.current, before.live_blocks.current,
