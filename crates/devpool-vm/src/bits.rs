@@ -40,6 +40,17 @@ impl Bits {
         }
     }
 
+    /// Bits in the map (rounded up to whole words).
+    pub fn len(&self) -> usize {
+        self.words.len() * 64
+    }
+
+    /// Word `w` (bits `64 w` to `64 w + 63`).
+    #[inline]
+    pub fn word(&self, w: usize) -> u64 {
+        self.words[w]
+    }
+
     /// Whether bit `i` is set.
     #[inline]
     pub fn get(&self, i: usize) -> bool {

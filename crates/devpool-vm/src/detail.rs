@@ -156,6 +156,9 @@ impl PageLayer {
             if rg.mapped.next(rg.top, rg.pages(), true) < rg.pages() {
                 return Err(format!("range {i}: a page above the top is mapped"));
             }
+            if !rg.mapped.summary_agrees() {
+                return Err(format!("range {i}: the summary of mapped words is wrong"));
+            }
             for (p, &(want, whole)) in uses[i].iter().enumerate() {
                 let (m, u, h, t) = (
                     rg.mapped.get(p),

@@ -329,7 +329,7 @@ impl PageLayer {
         }
         let mut p = f0;
         while p + need <= f1 {
-            let s = rg.mapped.next_only(&rg.used, &rg.retiring, p, f1, true);
+            let s = rg.mapped.next_set_only(&rg.used, &rg.retiring, p, f1);
             if s + need > f1 {
                 return None;
             }

@@ -85,6 +85,7 @@ mod policy;
 mod queue;
 mod range;
 mod retire;
+mod summed;
 mod uses;
 
 pub use config::VmConfig;

@@ -10,6 +10,7 @@
 //! used page is free to go, or to move.
 
 use crate::bits::Bits;
+use crate::summed::SummedBits;
 
 /// One reserved range.
 #[derive(Debug)]
@@ -21,8 +22,9 @@ pub(crate) struct Range {
     /// Live blocks touching each page in part (a page a block covers whole is used
     /// by it alone, and keeps no count).
     pub uses: Vec<u32>,
-    /// Pages mapped (retiring ones included).
-    pub mapped: Bits,
+    /// Pages mapped (retiring ones included), with a summary of the words that hold
+    /// any: the search for mapped pages skips the unmapped stretches of a range.
+    pub mapped: SummedBits,
     /// Pages some live block touches.
     pub used: Bits,
     /// First pages of chunks.
@@ -48,7 +50,7 @@ impl Range {
             base,
             size,
             uses: vec![0; pages],
-            mapped: Bits::new(pages),
+            mapped: SummedBits::new(pages),
             used: Bits::new(pages),
             head: Bits::new(pages),
             chunk_len: vec![0; pages],
