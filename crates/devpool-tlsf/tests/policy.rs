@@ -96,6 +96,48 @@ fn a_repeated_step_maps_and_unmaps_nothing_after_the_first() {
     p.verify().unwrap();
 }
 
+/// A loop of one small block, whose peak allows less than a page of cache: the
+/// page it lands on stays mapped across windows instead of being unmapped at each
+/// window's end and mapped again by the next allocation.
+#[test]
+fn a_loop_of_one_small_block_keeps_its_page_across_windows() {
+    for size in [4096, MIB] {
+        let mock = MockBackend::shared();
+        let p = TlsfPool::new(
+            mock.clone(),
+            TlsfConfig::default().mode(TlsfMode::Virtual).window_ops(64),
+        );
+        let req = Request::new(size);
+        // Two windows to settle: what was mapped ahead of the block may go.
+        for _ in 0..128 {
+            let b = p.allocate(&req).unwrap();
+            p.deallocate(&b).unwrap();
+        }
+        let before = mock.counters();
+        for _ in 0..64 * 20 {
+            let b = p.allocate(&req).unwrap();
+            p.deallocate(&b).unwrap();
+        }
+        let after = mock.counters();
+        assert_eq!(
+            (after.map_calls, after.unmap_calls),
+            (before.map_calls, before.unmap_calls),
+            "{size} B: 40 windows of one block each made memory calls"
+        );
+        assert_eq!(
+            after.bytes_in_use.current,
+            mock.granularity() as u64,
+            "one page held"
+        );
+        assert_eq!(
+            p.trim().unwrap(),
+            mock.granularity(),
+            "trim still gives it back"
+        );
+        exact(&p, &mock);
+    }
+}
+
 #[test]
 fn the_cache_shrinks_to_its_bound_when_the_work_shrinks() {
     let floor = 8 * MIB;

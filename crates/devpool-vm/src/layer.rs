@@ -456,8 +456,11 @@ impl PageLayer {
     fn after_free(&mut self) {
         if self.window_due {
             self.window_due = false;
-            // A failing unmap leaves pages mapped and counted: nothing to undo.
-            let _ = self.enforce(0);
+            // A failing unmap leaves pages mapped and counted: nothing to undo. One
+            // unused page always stays: a pool whose peak is under a page's worth of
+            // bound (a loop of one small block) would otherwise unmap its only page
+            // at every window's end and map it again at the next allocation.
+            let _ = self.enforce(0, 1);
             let _ = self.sweep_moved(false);
         }
         // Now and then, unmap what waits for streams that have passed: retiring

@@ -21,7 +21,7 @@ impl PageLayer {
         if !self.can_alias {
             // The pool grows and cannot move its cache: first bring the unused pages
             // within their bound, so the peak stays low.
-            let _ = self.enforce(incoming);
+            let _ = self.enforce(incoming, 0);
         }
         if !self.retire.is_empty() {
             let _ = self.poll(false);

@@ -26,9 +26,9 @@ use devpool_core::{DevicePtr, Error, EventId, Result};
 
 impl PageLayer {
     /// Bring the unused pages within the policy's bound once `incoming` more bytes
-    /// are allocated.
-    pub(crate) fn enforce(&mut self, incoming: u64) -> Result<()> {
-        let bound = self.policy.bound(incoming) >> self.shift;
+    /// are allocated, keeping at least `min_pages` of them.
+    pub(crate) fn enforce(&mut self, incoming: u64, min_pages: u64) -> Result<()> {
+        let bound = (self.policy.bound(incoming) >> self.shift).max(min_pages);
         if self.n.unused > bound {
             let got = self.retire_unused(self.n.unused - bound)?;
             if got > 0 {
