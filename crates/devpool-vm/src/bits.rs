@@ -9,7 +9,7 @@ pub(crate) struct Bits {
 
 /// The bits of word `w` that lie in `[lo, hi)`.
 #[inline]
-fn word_mask(w: usize, lo: usize, hi: usize) -> u64 {
+pub(crate) fn word_mask(w: usize, lo: usize, hi: usize) -> u64 {
     let start = w * 64;
     let a = lo.saturating_sub(start);
     let b = (hi - start).min(64);
@@ -219,7 +219,7 @@ impl Bits {
 
     /// The first bit in `[lo, hi)` set in `self` and clear in both `a` and `b`
     /// (`on`), or the first where that is not so (`!on`); `hi` if none.
-    #[inline]
+    #[cfg(test)]
     pub fn next_only(&self, a: &Bits, b: &Bits, lo: usize, hi: usize, on: bool) -> usize {
         let mut p = lo;
         while p < hi {

@@ -327,21 +327,9 @@ impl PageLayer {
         if need == 0 || f1 < f0 + need || self.n.unused < need as u64 {
             return None;
         }
-        let mut p = f0;
-        while p + need <= f1 {
-            let s = rg.mapped.next_set_only(&rg.used, &rg.retiring, p, f1);
-            if s + need > f1 {
-                return None;
-            }
-            let e = rg
-                .mapped
-                .next_only(&rg.used, &rg.retiring, s, s + need, false);
-            if e == s + need {
-                return Some(rg.base + ((s as u64) << self.shift));
-            }
-            p = e;
-        }
-        None
+        rg.mapped
+            .first_run_only(&rg.used, &rg.retiring, f0, f1, need)
+            .map(|s| rg.base + ((s as u64) << self.shift))
     }
 
     /// Pages that bytes `[lo, hi)` of range `r` touch and that are mapped.

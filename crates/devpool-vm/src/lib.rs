@@ -33,7 +33,9 @@
 //!   mapped up to `floor + fraction × peak + (peak − allocated)`: what was freed
 //!   since the recent peak stays for the next step of the same work, the floor (at
 //!   most 1/32 of the peak) and fraction bound what stays on top of the peak. The
-//!   bound is enforced at the end of each window of operations, on the free path.
+//!   bound is enforced at the end of each window of operations, on the free path,
+//!   and keeps at least one unused page (a pool of one small block keeps its page
+//!   instead of unmapping and mapping it again every window).
 //!   Without moving (a backend that cannot alias), it is also enforced when the
 //!   pool grows, and a slack widens it while unmapped pages keep coming back
 //!   (hysteresis).

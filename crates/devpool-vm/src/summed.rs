@@ -4,10 +4,10 @@
 //!
 //! The page layer keeps which pages are mapped this way: a range's free room can
 //! span thousands of pages of reserved address space of which a few are mapped,
-//! and a placement looking for mapped pages no block uses searches it (see
-//! [`PageLayer::unused_run`](crate::PageLayer::unused_run)).
+//! and a placement looking for a run of mapped pages no block uses searches it
+//! (see [`PageLayer::unused_run`](crate::PageLayer::unused_run)).
 
-use crate::bits::Bits;
+use crate::bits::{word_mask, Bits};
 use std::ops::Deref;
 
 /// A bitmap whose words that have any bit set are marked in a summary. Reads go
@@ -49,26 +49,72 @@ impl SummedBits {
         }
     }
 
-    /// The first bit in `[lo, hi)` set here and clear in both `a` and `b`, or
-    /// `hi`: [`Bits::next_only`] that skips the words with no bit set here.
-    #[inline]
-    pub fn next_set_only(&self, a: &Bits, b: &Bits, lo: usize, hi: usize) -> usize {
-        let mut p = lo;
+    /// The first `p` in `[lo, hi)` where `need` bits in a row, `p` to `p + need - 1`,
+    /// all lie in `[lo, hi)`, are set here and are clear in both `a` and `b`; `None`
+    /// if there is none. A word at a time: words with no bit set here are skipped
+    /// through the summary, a run inside one word is found with shifts, and a run
+    /// across words is carried from one word's top bits to the next's low ones.
+    pub fn first_run_only(
+        &self,
+        a: &Bits,
+        b: &Bits,
+        lo: usize,
+        hi: usize,
+        need: usize,
+    ) -> Option<usize> {
+        if need == 0 || hi < lo + need {
+            return None;
+        }
         let words = hi.div_ceil(64);
-        while p < hi {
-            let w = p / 64;
+        // The run of good bits that ends at the top of the last word looked at.
+        let (mut run, mut start) = (0usize, 0usize);
+        let mut w = lo / 64;
+        while w < words {
             if self.bits.word(w) == 0 {
-                let next = self.nonzero.next(w + 1, words, true);
-                p = next * 64;
+                run = 0;
+                w = self.nonzero.next(w + 1, words, true);
                 continue;
             }
-            let found = self.bits.next_only(a, b, p, hi.min((w + 1) * 64), true);
-            if found < hi.min((w + 1) * 64) {
-                return found;
+            let good = self.bits.word(w) & !a.word(w) & !b.word(w) & word_mask(w, lo, hi);
+            if good == u64::MAX {
+                if run == 0 {
+                    start = w * 64;
+                }
+                run += 64;
+                if run >= need {
+                    return Some(start);
+                }
+                w += 1;
+                continue;
             }
-            p = (w + 1) * 64;
+            // The carried run goes on through this word's lowest bits.
+            let low = good.trailing_ones() as usize;
+            if run > 0 && run + low >= need {
+                return Some(start);
+            }
+            // A run wholly inside the word: bit `i` of `inside` says bits `i` to
+            // `i + need - 1` are all good.
+            if need <= 64 {
+                let mut inside = good;
+                let mut k = 1;
+                while k < need && inside != 0 {
+                    let s = k.min(need - k);
+                    inside &= inside >> s;
+                    k += s;
+                }
+                if need < 64 {
+                    inside &= u64::MAX >> (need - 1);
+                }
+                if inside != 0 {
+                    return Some(w * 64 + inside.trailing_zeros() as usize);
+                }
+            }
+            // A run that reaches the word's top carries on into the next.
+            run = good.leading_ones() as usize;
+            start = w * 64 + 64 - run;
+            w += 1;
         }
-        hi
+        None
     }
 
     /// Whether the summary agrees with the bitmap (a debug check).
@@ -89,9 +135,9 @@ mod tests {
     use super::*;
 
     /// Random writes against a plain bitmap: same bits, a right summary, and the
-    /// skipping search finds what the plain one finds.
+    /// run search finds what a bit-by-bit search finds.
     #[test]
-    fn skipping_search_matches_the_plain_one() {
+    fn run_search_matches_a_bit_by_bit_one() {
         let n = 64 * 40 + 17;
         let mut summed = SummedBits::new(n);
         let mut plain = Bits::new(n);
@@ -99,6 +145,8 @@ mod tests {
         let none = Bits::new(n);
         let mut x = 99u64;
         let mut skipped_any = false;
+        let mut found_runs = 0;
+        let mut found_long = 0;
         for round in 0..2000 {
             x = x
                 .wrapping_mul(6364136223846793005)
@@ -121,11 +169,23 @@ mod tests {
             assert!(summed.summary_agrees(), "summary wrong after round {round}");
             let (a, b) = ((x >> 11) as usize % n, (x >> 27) as usize % n);
             let (a, b) = (a.min(b), a.max(b));
-            let want = plain.next_only(&used, &none, a, b, true);
-            assert_eq!(summed.next_set_only(&used, &none, a, b), want, "[{a}, {b})");
+            for need in [1, 2, 5, 15, 63, 64, 65, 130] {
+                let good = |p: usize| plain.get(p) && !used.get(p);
+                let model = (a..b.saturating_sub(need - 1).max(a))
+                    .find(|&p| p + need <= b && (p..p + need).all(good));
+                assert_eq!(
+                    summed.first_run_only(&used, &none, a, b, need),
+                    model,
+                    "run of {need} in [{a}, {b})"
+                );
+                found_runs += usize::from(model.is_some());
+                found_long += usize::from(model.is_some() && need > 64);
+            }
             skipped_any |= (a / 64..b.div_ceil(64)).any(|w| plain.word(w) == 0);
         }
         assert_eq!(summed.count(0, n), plain.count(0, n));
         assert!(skipped_any, "some search crossed an empty word");
+        assert!(found_runs > 500, "runs found: {found_runs}");
+        assert!(found_long > 20, "runs across words found: {found_long}");
     }
 }
