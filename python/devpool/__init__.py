@@ -128,7 +128,7 @@ def _apply(text: str) -> None:
 
 def _format_value(key: str, value: Any) -> str:
     if isinstance(value, bool):
-        if key == "move_memory":
+        if key in ("move_memory", "burst"):
             return "on" if value else "off"
         raise ConfigError(f"{key}: expected a number, a size string or a name, not {value!r}")
     if value is None:
@@ -148,7 +148,9 @@ def configure(config: str | None = None, /, **settings: Any) -> None:
     the recent peak of allocated bytes the pool grows before it moves unused memory
     instead, e.g. ``0.02``: more memory for fewer driver calls), ``move_slack`` (how far,
     as a fraction of that peak, the pool may widen this on its own when memory keeps
-    moving from step to step), ``move_memory`` (``True``/``False``), and
+    moving from step to step), ``move_memory`` (``True``/``False``), ``burst``
+    (``True``/``False``: whether growth that comes in bursts while little is freed,
+    as in a training step's first pass, maps ahead), and
     ``map_batch`` (pages mapped at once where a block needs pages), ``chunk_pages``,
     ``chunk_divisor``, ``chunk_min_pages`` (how finely mapped runs
     are cut into physical chunks: every chunk costs the driver one mapping, so

@@ -111,12 +111,9 @@ fn blocks_held_at_once_never_overlap_under_rewinds() {
         .chunk_size(MIB)
         .max_chunk_size(64 * MIB);
     let a = Arc::new(arena(mock.clone(), cfg));
-    // What each thread holds now: (address, size); 0 when nothing.
-    let held: Arc<Vec<(AtomicU64, AtomicU64)>> = Arc::new(
-        (0..T)
-            .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
-            .collect(),
-    );
+    // What each thread holds now, address and size in one word (address << 16 |
+    // size) so that a reader sees both of one block; 0 when nothing.
+    let held: Arc<Vec<AtomicU64>> = Arc::new((0..T).map(|_| AtomicU64::new(0)).collect());
     let handles: Vec<_> = (0..T)
         .map(|t| {
             let (a, held) = (a.clone(), held.clone());
@@ -124,18 +121,19 @@ fn blocks_held_at_once_never_overlap_under_rewinds() {
                 let mut rng = Rng::new(100 + t as u64);
                 for _ in 0..N {
                     let b = a.alloc(rng.log_uniform(1, 4096)).unwrap();
-                    held[t].1.store(b.size as u64, SeqCst);
-                    held[t].0.store(b.ptr.0, SeqCst);
-                    for (o, (p, s)) in held.iter().enumerate() {
-                        let (p, s) = (p.load(SeqCst), s.load(SeqCst));
-                        if o != t && p != 0 {
+                    assert!(b.size < 1 << 16 && b.ptr.0 < 1 << 48);
+                    held[t].store(b.ptr.0 << 16 | b.size as u64, SeqCst);
+                    for (o, word) in held.iter().enumerate() {
+                        let w = word.load(SeqCst);
+                        let (p, s) = (w >> 16, w & 0xFFFF);
+                        if o != t && w != 0 {
                             assert!(
                                 p + s <= b.ptr.0 || b.ptr.0 + b.size as u64 <= p,
                                 "{b:?} overlaps a block thread {o} holds"
                             );
                         }
                     }
-                    held[t].0.store(0, SeqCst);
+                    held[t].store(0, SeqCst);
                     a.free(b).unwrap();
                 }
             })

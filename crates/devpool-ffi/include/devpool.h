@@ -86,6 +86,9 @@ void devpool_free(void *ptr, size_t size, int device, cudaStream_t stream);
  *                              strategies that map pages: the page layer's
  *                              settings (docs/DESIGN.md; coarser chunks and no
  *                              moving: fewer driver calls, more memory)
+ *   burst=on|off               strategies that map pages: growth in bursts,
+ *                              with little freed meanwhile, maps ahead (on;
+ *                              off in hybrid-coarse and hybrid-inference)
  *   reserve=<bytes>            strategies that map pages: mapped at the first
  *                              large allocation and kept while fewer bytes are
  *                              allocated; given back by devpool_trim (0)

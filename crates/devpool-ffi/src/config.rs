@@ -14,6 +14,7 @@
 //! | `chunk_pages` | count: the most pages of one physical chunk | 128 (buddy: 8) |
 //! | `chunk_divisor` | count: runs are cut into chunks of about this fraction of them | 16 |
 //! | `chunk_min_pages` | count: the fewest pages of a chunk cut from a run | 1 |
+//! | `burst` | `on`, `off`: whether growth past the most the pool has held, when it comes in bursts and the pool frees little meanwhile (a training step's first pass), maps ahead (twice the last, at most 1/8 of what is held), so that few of those allocations call the driver | `on` (`off` in `hybrid-coarse` and `hybrid-inference`) |
 //! | `reserve` | bytes: mapped at the pool's first large allocation and kept while fewer are allocated (as RMM's initial pool size): a job that knows its footprint maps it once instead of in every allocation that grows the pool; given back by a trim | 0 |
 //! | `mock_capacity` | bytes: the device memory of each mock device | `141G` |
 //! | `log` | `off`, `once` (the first message of each kind of misuse), `all` | `once` |
@@ -58,7 +59,7 @@ pub enum ConfigError {
     #[error("`{0}` is not a key=value pair")]
     NotAPair(String),
     /// A key of no setting.
-    #[error("unknown key `{0}` (strategy, backend, small_max, huge_min, cache_floor, move_margin, move_slack, move_memory, map_batch, chunk_pages, chunk_divisor, chunk_min_pages, reserve, mock_capacity, log)")]
+    #[error("unknown key `{0}` (strategy, backend, small_max, huge_min, cache_floor, move_margin, move_slack, move_memory, map_batch, chunk_pages, chunk_divisor, chunk_min_pages, burst, reserve, mock_capacity, log)")]
     UnknownKey(String),
     /// A strategy name not in [`devpool::STRATEGIES`].
     #[error(transparent)]
@@ -205,6 +206,10 @@ pub struct Config {
     /// Strategies with a page layer: the fewest pages of a chunk cut from a run
     /// ([`VmConfig::chunk_min_pages`](devpool::tlsf::VmConfig::chunk_min_pages)).
     pub chunk_min_pages: Option<usize>,
+    /// Strategies with a page layer: whether growth in bursts maps ahead
+    /// ([`VmConfig::burst_ops`](devpool::tlsf::VmConfig::burst_ops); off sets it to 0,
+    /// on to the default's).
+    pub burst: Option<bool>,
     /// Strategies with a page layer: bytes mapped ahead at the first large
     /// allocation and kept ([`VmConfig::reserve`](devpool::tlsf::VmConfig::reserve)).
     pub reserve: Option<usize>,
@@ -229,6 +234,7 @@ impl Default for Config {
             chunk_pages: None,
             chunk_divisor: None,
             chunk_min_pages: None,
+            burst: None,
             reserve: None,
             mock_capacity: 141 * devpool_core::GIB,
             log: LogMode::Once,
@@ -294,6 +300,13 @@ impl Config {
             if let Some(n) = self.chunk_min_pages {
                 p.chunk_min_pages = n;
             }
+            if let Some(on) = self.burst {
+                p.burst_ops = if on {
+                    devpool::tlsf::VmConfig::default().burst_ops
+                } else {
+                    0
+                };
+            }
             if let Some(n) = self.reserve {
                 p.reserve = n;
             }
@@ -321,6 +334,7 @@ impl Config {
             "chunk_pages" => self.chunk_pages = Some(parse_count(key, value)?),
             "chunk_divisor" => self.chunk_divisor = Some(parse_count(key, value)?),
             "chunk_min_pages" => self.chunk_min_pages = Some(parse_count(key, value)?),
+            "burst" => self.burst = Some(parse_flag(key, value)?),
             "reserve" => self.reserve = Some(parse_size(key, value)?),
             "mock_capacity" => self.mock_capacity = parse_size(key, value)? as u64,
             "log" => {
@@ -349,6 +363,7 @@ impl Config {
             || self.chunk_pages.is_some()
             || self.chunk_divisor.is_some()
             || self.chunk_min_pages.is_some()
+            || self.burst.is_some()
             || self.reserve.is_some();
         if pages && self.strategy.clone().pages_mut().is_none() {
             return Err(ConfigError::NoPageLayer {
@@ -398,6 +413,9 @@ impl fmt::Display for Config {
         }
         if let Some(m) = self.move_memory {
             write!(f, ";move_memory={}", if m { "on" } else { "off" })?;
+        }
+        if let Some(on) = self.burst {
+            write!(f, ";burst={}", if on { "on" } else { "off" })?;
         }
         for (key, v) in [
             ("map_batch", self.map_batch),
@@ -536,6 +554,8 @@ mod tests {
             "move_margin=-0.1",
             "move_margin=NaN",
             "move_memory=maybe",
+            "burst=sometimes",
+            "strategy=slab;burst=off",
             "cache_floor=lots",
             "chunk_pages=0",
             "chunk_divisor=-1",
@@ -560,6 +580,7 @@ mod tests {
             "strategy=buddy-virtual;cache_floor=64M;move_margin=0.125;move_memory=off",
             "chunk_pages=32;chunk_divisor=4;chunk_min_pages=2;map_batch=8",
             "strategy=tlsf-virtual;reserve=40GiB",
+            "strategy=hybrid;burst=off",
         ] {
             let mut c = Config::default();
             c.apply(text).unwrap();
@@ -595,6 +616,23 @@ mod tests {
         );
         c.apply("reserve=3G").unwrap();
         assert_eq!(c.spec().pages_mut().unwrap().reserve, 3 << 30);
+        // Bursts: on by default in the hybrid, off on request, back on request, and
+        // on when asked of a preset that turns them off.
+        let default_burst = devpool::tlsf::VmConfig::default().burst_ops;
+        assert!(default_burst > 0);
+        assert_eq!(c.spec().pages_mut().unwrap().burst_ops, default_burst);
+        c.apply("burst=off").unwrap();
+        assert_eq!(c.spec().pages_mut().unwrap().burst_ops, 0);
+        c.apply("burst=on").unwrap();
+        assert_eq!(c.spec().pages_mut().unwrap().burst_ops, default_burst);
+        let mut inference = Config::default();
+        inference.apply("strategy=hybrid-inference").unwrap();
+        assert_eq!(inference.spec().pages_mut().unwrap().burst_ops, 0);
+        inference.apply("burst=on").unwrap();
+        assert_eq!(
+            inference.spec().pages_mut().unwrap().burst_ops,
+            default_burst
+        );
         // Without the keys, the strategy's own settings stay.
         let mut plain = Config::default().spec();
         let q = plain.pages_mut().unwrap();

@@ -99,6 +99,22 @@ pub struct VmConfig {
     /// (one pool per stream) only the first pool made, the first stream's to
     /// allocate, takes it ([`ReserveOnce`](crate::ReserveOnce)).
     pub reserve: usize,
+    /// Growth in bursts maps ahead (default 64; 0: never). A growth past the most
+    /// the pool has held, within this many operations of the previous one, while
+    /// the pool grows one way (see `burst_free_ratio`), maps ahead twice what the
+    /// previous one did (at least a map batch), at most `1 / burst_divisor` of what
+    /// the pool holds: a training step's first pass, which grows block by block,
+    /// then calls the driver in a few of its allocations instead of one in every
+    /// few dozen.
+    pub burst_ops: u64,
+    /// What a burst maps ahead is at most this fraction's inverse of what the pool
+    /// holds (default 8).
+    pub burst_divisor: usize,
+    /// A growth counts as a burst only while the bytes freed since the previous
+    /// growth are at most this fraction of those allocated since (default 0.7): a
+    /// pool that grows while it frees nearly as much as it allocates (a decoder
+    /// whose cache creeps up from step to step) maps nothing ahead.
+    pub burst_free_ratio: f64,
 }
 
 impl Default for VmConfig {
@@ -118,6 +134,9 @@ impl Default for VmConfig {
             slack_max: 0.25,
             move_slack_max: 0.0,
             reserve: 0,
+            burst_ops: 64,
+            burst_divisor: 8,
+            burst_free_ratio: 0.7,
         }
     }
 }
@@ -148,6 +167,12 @@ impl VmConfig {
         move_slack_max: f64,
         /// Another reserve mapped ahead and kept.
         reserve: usize,
+        /// Another reach of growth in bursts, in operations (0: off).
+        burst_ops: u64,
+        /// Another cap of what a burst maps ahead, as a divisor of what is held.
+        burst_divisor: usize,
+        /// Another share of freed bytes under which growth counts as a burst.
+        burst_free_ratio: f64,
     }
     /// Another floor and fraction of the unused mapped bytes kept.
     pub fn cache(mut self, floor: usize, fraction: f64) -> Self {
@@ -175,6 +200,8 @@ impl VmConfig {
         self.move_margin = unit(self.move_margin, 0.0);
         self.slack_max = unit(self.slack_max, 0.0);
         self.move_slack_max = unit(self.move_slack_max, 0.0);
+        self.burst_divisor = self.burst_divisor.max(1);
+        self.burst_free_ratio = unit(self.burst_free_ratio, 0.0);
         self
     }
 }

@@ -101,6 +101,8 @@ pub struct PageLayer {
     /// still touch an unused page.
     pub(crate) streams: Vec<StreamId>,
     pub(crate) held: Gauge,
+    /// The last growth past the most held, for growth in bursts.
+    pub(crate) burst: crate::map::Burst,
     pub(crate) calls: Calls,
     pub(crate) since_poll: u32,
     /// A window ended: the cache is brought within its bound at the next free.
@@ -133,6 +135,7 @@ impl PageLayer {
             retire: Retire::default(),
             streams: Vec::new(),
             held: Gauge::default(),
+            burst: crate::map::Burst::default(),
             calls: Calls::default(),
             since_poll: 0,
             window_due: false,

@@ -40,6 +40,7 @@ impl PageLayer {
         } else {
             p1
         };
+        let ahead = self.burst_ahead(missing);
         let mut p = p0;
         while p < p1 {
             let rg = self.range(r)?;
@@ -55,7 +56,7 @@ impl PageLayer {
                     // Never more ahead than `batch_cap` times what the block needs.
                     want = want.min(t + (t - s) * self.cfg.batch_cap);
                 }
-                let want = want.min(room_end);
+                let want = want.max(t + ahead).min(room_end);
                 if want > t {
                     end = rg.mapped.next(t, want, true);
                 }
@@ -147,4 +148,56 @@ impl PageLayer {
         self.sync_held();
         Ok(())
     }
+}
+
+impl PageLayer {
+    /// Pages to map ahead of a growth of `missing` pages ([`VmConfig::burst_ops`]):
+    /// only past the most the pool has held, within `burst_ops` operations of the
+    /// previous such growth, and while the bytes freed since then are at most
+    /// `burst_free_ratio` of those allocated; then twice what the previous one
+    /// mapped ahead, at least a map batch, at most `1 / burst_divisor` of what the
+    /// pool holds. Every growth past the peak starts the next count.
+    ///
+    /// [`VmConfig::burst_ops`]: crate::VmConfig::burst_ops
+    pub(crate) fn burst_ahead(&mut self, missing: u64) -> usize {
+        let cfg = &self.cfg;
+        if cfg.burst_ops == 0 {
+            return 0;
+        }
+        let held = self.n.mapped - self.n.moved;
+        if held + missing <= self.held.peak >> self.shift {
+            return 0;
+        }
+        let ops = self.policy.ops_total();
+        let freed = self.policy.freed_total();
+        let allocated = self.policy.allocated() + freed;
+        let last = self.burst;
+        let one_way = (freed - last.freed) as f64
+            <= cfg.burst_free_ratio * (allocated - last.allocated) as f64;
+        let ahead = if ops - last.op <= cfg.burst_ops && one_way {
+            let cap = (held / cfg.burst_divisor as u64) as usize;
+            (last.ahead * 2).max(cfg.map_batch_pages).min(cap)
+        } else {
+            0
+        };
+        self.burst = Burst {
+            op: ops,
+            freed,
+            allocated,
+            ahead,
+        };
+        ahead
+    }
+}
+
+/// The last growth past the most the pool had held, for growth in bursts.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Burst {
+    /// The operation it came at.
+    pub op: u64,
+    /// Bytes freed and allocated so far then.
+    pub freed: u64,
+    pub allocated: u64,
+    /// Pages it mapped ahead.
+    pub ahead: usize,
 }

@@ -72,6 +72,10 @@ pub struct CachePolicy {
     /// Bytes held whatever the work ([`VmConfig::reserve`]): unused memory up to the
     /// reserve less the allocated bytes is always allowed.
     reserve: u64,
+    /// Bytes freed so far, all windows together.
+    freed_total: u64,
+    /// Windows ended so far.
+    windows: u64,
 }
 
 impl CachePolicy {
@@ -99,7 +103,19 @@ impl CachePolicy {
             moved_before: 0,
             move_slack: 0,
             reserve: cfg.reserve as u64,
+            freed_total: 0,
+            windows: 0,
         }
+    }
+
+    /// Operations counted so far, all windows together.
+    pub fn ops_total(&self) -> u64 {
+        self.windows * self.window + self.ops
+    }
+
+    /// Bytes freed so far, all windows together.
+    pub fn freed_total(&self) -> u64 {
+        self.freed_total
     }
 
     /// Granted bytes of live blocks.
@@ -133,6 +149,7 @@ impl CachePolicy {
     #[inline]
     pub fn on_free(&mut self, bytes: u64) {
         self.allocated = self.allocated.saturating_sub(bytes);
+        self.freed_total += bytes;
     }
 
     /// Count one operation; returns true at the end of a window, when the peaks have
@@ -151,6 +168,7 @@ impl CachePolicy {
     #[cold]
     #[inline(never)]
     fn roll(&mut self) {
+        self.windows += 1;
         self.ops = 0;
         self.peak_before = self.peak_now;
         self.peak_now = self.allocated;

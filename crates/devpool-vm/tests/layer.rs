@@ -490,3 +490,63 @@ fn a_reserve_is_mapped_with_the_first_range_and_kept_until_a_trim() {
     assert_eq!(held(&small), 2 * page);
     vm.verify([(r, b, b + 2 * page)]).unwrap();
 }
+
+/// `steps` blocks of 4 pages one after the other after a first, each a growth past
+/// the most held; with `free_each`, after each one a temporary of 4 pages above it
+/// is made and freed four times (the next block lands on its pages). Returns the
+/// map calls after the first block, and the pages mapped at the end.
+fn grow_in_steps(cfg: VmConfig, steps: usize, free_each: bool) -> (u64, u64) {
+    let mock = MockBackend::shared();
+    let (mut vm, r, page) = layer(&mock, cfg, 4096);
+    let b = vm.base(r);
+    let room_end = b + 4096 * page;
+    let mut at = b;
+    let mut live = Vec::new();
+    let calls0 = {
+        vm.acquire(r, (at, at + 4 * page), (at, room_end)).unwrap();
+        live.push((at, at + 4 * page));
+        at += 4 * page;
+        mock.counters().map_calls
+    };
+    for _ in 0..steps {
+        // A block that lives; with `free_each`, temporaries that go at once: the
+        // pool then frees nearly as much as it allocates.
+        vm.acquire(r, (at, at + 4 * page), (at, room_end)).unwrap();
+        live.push((at, at + 4 * page));
+        at += 4 * page;
+        if free_each {
+            for _ in 0..4 {
+                vm.acquire(r, (at, at + 4 * page), (at, room_end)).unwrap();
+                vm.release(r, (at, at + 4 * page), S);
+            }
+        }
+    }
+    vm.verify(live.iter().map(|&(lo, hi)| (r, lo, hi))).unwrap();
+    (mock.counters().map_calls - calls0, vm.detail().mapped_pages)
+}
+
+#[test]
+fn growth_in_one_direction_maps_ahead_in_bursts_and_churn_does_not() {
+    let cfg = VmConfig::default().map_batch_pages(4).batch_cap(1);
+    // 64 blocks of 4 pages in a row, nothing freed: a burst. Without bursts each
+    // block maps its own pages (and, with the cap, as many again at most).
+    let (with, mapped_with) = grow_in_steps(cfg.clone(), 64, false);
+    let (without, _) = grow_in_steps(cfg.clone().burst_ops(0), 64, false);
+    assert!(
+        with * 2 <= without,
+        "a burst maps ahead: {with} map calls with bursts, {without} without"
+    );
+    // What was mapped ahead is at most an eighth of what is held on top of the
+    // blocks (260 pages live) and a batch of what each one maps.
+    assert!(
+        mapped_with <= 260 + 260 / 8 + 8,
+        "{mapped_with} pages mapped"
+    );
+    // The same growth while the pool frees as much as it allocates: no burst.
+    let (churn_with, _) = grow_in_steps(cfg.clone(), 64, true);
+    let (churn_without, _) = grow_in_steps(cfg.burst_ops(0), 64, true);
+    assert_eq!(
+        churn_with, churn_without,
+        "growth amid frees maps nothing ahead"
+    );
+}
