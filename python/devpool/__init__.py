@@ -149,8 +149,9 @@ def configure(config: str | None = None, /, **settings: Any) -> None:
     instead, e.g. ``0.02``: more memory for fewer driver calls), ``move_slack`` (how far,
     as a fraction of that peak, the pool may widen this on its own when memory keeps
     moving from step to step), ``move_memory`` (``True``/``False``), ``burst``
-    (``True``/``False``: whether growth that comes in bursts while little is freed,
-    as in a training step's first pass, maps ahead), and
+    (``True``/``False``, default ``False``: whether growth that comes in bursts while
+    little is freed, as in a training step's first pass, maps ahead, so that few of
+    those allocations wait for the driver, for a little more memory at the peak), and
     ``map_batch`` (pages mapped at once where a block needs pages), ``chunk_pages``,
     ``chunk_divisor``, ``chunk_min_pages`` (how finely mapped runs
     are cut into physical chunks: every chunk costs the driver one mapping, so

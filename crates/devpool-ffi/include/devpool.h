@@ -87,8 +87,9 @@ void devpool_free(void *ptr, size_t size, int device, cudaStream_t stream);
  *                              settings (docs/DESIGN.md; coarser chunks and no
  *                              moving: fewer driver calls, more memory)
  *   burst=on|off               strategies that map pages: growth in bursts,
- *                              with little freed meanwhile, maps ahead (on;
- *                              off in hybrid-coarse and hybrid-inference)
+ *                              with little freed meanwhile, maps ahead: fewer
+ *                              allocations wait for the driver, a little more
+ *                              memory at the peak (off)
  *   reserve=<bytes>            strategies that map pages: mapped at the first
  *                              large allocation and kept while fewer bytes are
  *                              allocated; given back by devpool_trim (0)

@@ -14,7 +14,7 @@
 //! | `chunk_pages` | count: the most pages of one physical chunk | 128 (buddy: 8) |
 //! | `chunk_divisor` | count: runs are cut into chunks of about this fraction of them | 16 |
 //! | `chunk_min_pages` | count: the fewest pages of a chunk cut from a run | 1 |
-//! | `burst` | `on`, `off`: whether growth past the most the pool has held, when it comes in bursts and the pool frees little meanwhile (a training step's first pass), maps ahead (twice the last, at most 1/8 of what is held), so that few of those allocations call the driver | `on` (`off` in `hybrid-coarse` and `hybrid-inference`) |
+//! | `burst` | `on`, `off`: whether growth past the most the pool has held, when it comes in bursts and the pool frees little meanwhile (a training step's first pass), maps ahead (twice the last, at most 1/8 of what is held), so that few of those allocations call the driver, for a little more memory at the peak | `off` |
 //! | `reserve` | bytes: mapped at the pool's first large allocation and kept while fewer are allocated (as RMM's initial pool size): a job that knows its footprint maps it once instead of in every allocation that grows the pool; given back by a trim | 0 |
 //! | `mock_capacity` | bytes: the device memory of each mock device | `141G` |
 //! | `log` | `off`, `once` (the first message of each kind of misuse), `all` | `once` |
@@ -208,7 +208,7 @@ pub struct Config {
     pub chunk_min_pages: Option<usize>,
     /// Strategies with a page layer: whether growth in bursts maps ahead
     /// ([`VmConfig::burst_ops`](devpool::tlsf::VmConfig::burst_ops); off sets it to 0,
-    /// on to the default's).
+    /// on to [`BURST_ON`](devpool::tlsf::BURST_ON)).
     pub burst: Option<bool>,
     /// Strategies with a page layer: bytes mapped ahead at the first large
     /// allocation and kept ([`VmConfig::reserve`](devpool::tlsf::VmConfig::reserve)).
@@ -301,11 +301,7 @@ impl Config {
                 p.chunk_min_pages = n;
             }
             if let Some(on) = self.burst {
-                p.burst_ops = if on {
-                    devpool::tlsf::VmConfig::default().burst_ops
-                } else {
-                    0
-                };
+                p.burst_ops = if on { devpool::tlsf::BURST_ON } else { 0 };
             }
             if let Some(n) = self.reserve {
                 p.reserve = n;
@@ -580,7 +576,7 @@ mod tests {
             "strategy=buddy-virtual;cache_floor=64M;move_margin=0.125;move_memory=off",
             "chunk_pages=32;chunk_divisor=4;chunk_min_pages=2;map_batch=8",
             "strategy=tlsf-virtual;reserve=40GiB",
-            "strategy=hybrid;burst=off",
+            "strategy=hybrid;burst=on",
         ] {
             let mut c = Config::default();
             c.apply(text).unwrap();
@@ -616,23 +612,15 @@ mod tests {
         );
         c.apply("reserve=3G").unwrap();
         assert_eq!(c.spec().pages_mut().unwrap().reserve, 3 << 30);
-        // Bursts: on by default in the hybrid, off on request, back on request, and
-        // on when asked of a preset that turns them off.
-        let default_burst = devpool::tlsf::VmConfig::default().burst_ops;
-        assert!(default_burst > 0);
-        assert_eq!(c.spec().pages_mut().unwrap().burst_ops, default_burst);
-        c.apply("burst=off").unwrap();
+        // Bursts: off unless asked for, on on request, off again on request.
         assert_eq!(c.spec().pages_mut().unwrap().burst_ops, 0);
         c.apply("burst=on").unwrap();
-        assert_eq!(c.spec().pages_mut().unwrap().burst_ops, default_burst);
-        let mut inference = Config::default();
-        inference.apply("strategy=hybrid-inference").unwrap();
-        assert_eq!(inference.spec().pages_mut().unwrap().burst_ops, 0);
-        inference.apply("burst=on").unwrap();
         assert_eq!(
-            inference.spec().pages_mut().unwrap().burst_ops,
-            default_burst
+            c.spec().pages_mut().unwrap().burst_ops,
+            devpool::tlsf::BURST_ON
         );
+        c.apply("burst=off").unwrap();
+        assert_eq!(c.spec().pages_mut().unwrap().burst_ops, 0);
         // Without the keys, the strategy's own settings stay.
         let mut plain = Config::default().spec();
         let q = plain.pages_mut().unwrap();

@@ -77,13 +77,7 @@ impl HybridConfig {
     pub fn coarse() -> Self {
         let mut c = Self::training();
         if let LargeStrategy::Tlsf(t) = &mut c.large {
-            // Growth in bursts would map ahead in the same whole pieces: off.
-            t.pages = t
-                .pages
-                .clone()
-                .chunk_divisor(1)
-                .move_memory(false)
-                .burst_ops(0);
+            t.pages = t.pages.clone().chunk_divisor(1).move_memory(false);
         }
         c
     }
@@ -95,19 +89,12 @@ impl HybridConfig {
     }
 
     /// Inference: as training, but weights and KV caches of 1 GiB and more get their
-    /// own regions: they live for the whole run and need no pool around them; and
-    /// growth maps nothing ahead ([`VmConfig::burst_ops`](devpool_tlsf::VmConfig::burst_ops)
-    /// 0): a server's memory creeps up with its batches, and what a burst maps
-    /// ahead would be held at the peak.
+    /// own regions: they live for the whole run and need no pool around them.
     pub fn inference() -> Self {
-        let mut c = HybridConfig {
+        HybridConfig {
             huge_min: 1 << 30,
             ..Self::training()
-        };
-        if let LargeStrategy::Tlsf(t) = &mut c.large {
-            t.pages = t.pages.clone().burst_ops(0);
         }
-        c
     }
 
     /// Slab for small blocks, buddy in virtual mode for the rest.

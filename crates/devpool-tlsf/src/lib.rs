@@ -64,5 +64,5 @@ mod vm;
 
 pub use config::{TlsfConfig, TlsfMode};
 pub use detail::TlsfDetail;
-pub use devpool_vm::{ReserveOnce, VmConfig, VmDetail};
+pub use devpool_vm::{ReserveOnce, VmConfig, VmDetail, BURST_ON};
 pub use pool::{tlsf, TlsfPool};

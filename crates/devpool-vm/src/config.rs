@@ -2,6 +2,11 @@
 //! whether unused memory moves, and the bounds of the cache of mapped pages that no
 //! live block touches.
 
+/// The reach of growth in bursts, in operations, when it is asked for
+/// ([`VmConfig::burst_ops`]; `burst=on` in the configuration string): chosen on
+/// the bundled traces, where 48 to 128 gave the same memory and calls.
+pub const BURST_ON: u64 = 64;
+
 /// Settings of a [`PageLayer`](crate::PageLayer).
 ///
 /// Out-of-range values are brought into range when the layer is made, never
@@ -99,13 +104,16 @@ pub struct VmConfig {
     /// (one pool per stream) only the first pool made, the first stream's to
     /// allocate, takes it ([`ReserveOnce`](crate::ReserveOnce)).
     pub reserve: usize,
-    /// Growth in bursts maps ahead (default 64; 0: never). A growth past the most
-    /// the pool has held, within this many operations of the previous one, while
-    /// the pool grows one way (see `burst_free_ratio`), maps ahead twice what the
-    /// previous one did (at least a map batch), at most `1 / burst_divisor` of what
-    /// the pool holds: a training step's first pass, which grows block by block,
-    /// then calls the driver in a few of its allocations instead of one in every
-    /// few dozen.
+    /// Growth in bursts maps ahead (default 0: never; [`BURST_ON`] turns it on). A
+    /// growth past the most the pool has held, within this many operations of the
+    /// previous one, while the pool grows one way (see `burst_free_ratio`), maps
+    /// ahead twice what the previous one did (at least a map batch), at most
+    /// `1 / burst_divisor` of what the pool holds: a training step's first pass,
+    /// which grows block by block, then calls the driver in a few of its
+    /// allocations instead of one in every few dozen. What is mapped ahead when the
+    /// growth stops is held at the peak: on the H200, GPT-2 training held 0.6% more
+    /// at its peak with it (docs/BENCHMARKS.md, "Growth in bursts"), so it is off
+    /// unless asked for.
     pub burst_ops: u64,
     /// What a burst maps ahead is at most this fraction's inverse of what the pool
     /// holds (default 8).
@@ -134,7 +142,7 @@ impl Default for VmConfig {
             slack_max: 0.25,
             move_slack_max: 0.0,
             reserve: 0,
-            burst_ops: 64,
+            burst_ops: 0,
             burst_divisor: 8,
             burst_free_ratio: 0.7,
         }

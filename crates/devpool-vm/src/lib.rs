@@ -14,7 +14,9 @@
 //! - **Mapping runs**: the pages a new block needs are mapped in one backend call
 //!   per run of missing pages, the last run rounded up to a batch (16 pages, at most
 //!   twice what the block needs) where the free room around the block allows, so
-//!   that the next blocks above it find their pages mapped.
+//!   that the next blocks above it find their pages mapped. Asked for
+//!   ([`VmConfig::burst_ops`]), growth that comes in bursts while the pool frees
+//!   little maps further ahead, twice as far each time.
 //! - **Physical chunks**: each call maps one physical allocation per chunk
 //!   ([`Backend::map_chunks`](devpool_core::Backend::map_chunks)): a run is cut at
 //!   the block's ends (the pages it shares with neighbours and those mapped ahead
@@ -90,7 +92,7 @@ mod retire;
 mod summed;
 mod uses;
 
-pub use config::VmConfig;
+pub use config::{VmConfig, BURST_ON};
 pub use detail::VmDetail;
 pub use layer::{PageLayer, RangeId};
 pub use once::ReserveOnce;

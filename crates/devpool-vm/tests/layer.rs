@@ -527,7 +527,10 @@ fn grow_in_steps(cfg: VmConfig, steps: usize, free_each: bool) -> (u64, u64) {
 
 #[test]
 fn growth_in_one_direction_maps_ahead_in_bursts_and_churn_does_not() {
-    let cfg = VmConfig::default().map_batch_pages(4).batch_cap(1);
+    let cfg = VmConfig::default()
+        .map_batch_pages(4)
+        .batch_cap(1)
+        .burst_ops(devpool_vm::BURST_ON);
     // 64 blocks of 4 pages in a row, nothing freed: a burst. Without bursts each
     // block maps its own pages (and, with the cap, as many again at most).
     let (with, mapped_with) = grow_in_steps(cfg.clone(), 64, false);
