@@ -63,9 +63,8 @@ enum Command {
         /// Settings laid over every strategy they concern, as the C ABI's
         /// configuration string: small_max, huge_min, cache_floor, move_margin,
         /// move_slack, move_memory, map_batch, chunk_pages, chunk_divisor, chunk_min_pages,
-        /// reserve (e.g.
-        /// "move_memory=off;chunk_divisor=4"). Reports of the strategies they change
-        /// carry them in their name.
+        /// burst, reserve (e.g. "move_memory=off;chunk_divisor=4", "burst=on"). Reports
+        /// of the strategies they change carry them in their name.
         #[arg(long)]
         config: Option<String>,
         #[command(flatten)]
