@@ -26,3 +26,15 @@ mod buddy {
         HybridConfig::with_buddy()
     ));
 }
+
+mod training_bursts {
+    // The default preset with growth in bursts (`burst=on`).
+    use super::*;
+    devpool_testing::conformance_tests!(|mock: Arc<MockBackend>| {
+        let mut c = HybridConfig::training();
+        if let devpool_hybrid::LargeStrategy::Tlsf(t) = &mut c.large {
+            t.pages = t.pages.clone().burst_ops(devpool_tlsf::BURST_ON);
+        }
+        hybrid(mock, c)
+    });
+}

@@ -30,3 +30,17 @@ mod virtual_mode_eager_unmap {
             .window_ops(16)
     ));
 }
+
+mod virtual_mode_bursts {
+    // Growth in bursts maps ahead (`burst=on`), with short windows so that what was
+    // mapped ahead also goes back within the suite's work.
+    use super::*;
+    devpool_testing::conformance_tests!(|mock: Arc<MockBackend>| tlsf(
+        mock,
+        TlsfConfig::default().mode(TlsfMode::Virtual).pages(
+            devpool_tlsf::VmConfig::default()
+                .window_ops(64)
+                .burst_ops(devpool_tlsf::BURST_ON)
+        )
+    ));
+}
