@@ -30,9 +30,16 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn config() -> impl Strategy<Value = TlsfConfig> {
-    (any::<bool>(), 1usize..6, 0usize..3, 1u64..64, 8u32..=13).prop_map(
-        |(virt, batch, floor, window, granule_log)| {
-            TlsfConfig::default()
+    (
+        any::<bool>(),
+        1usize..6,
+        0usize..3,
+        1u64..64,
+        8u32..=13,
+        prop_oneof![Just(0u64), Just(devpool_tlsf::BURST_ON)],
+    )
+        .prop_map(|(virt, batch, floor, window, granule_log, burst)| {
+            let cfg = TlsfConfig::default()
                 .mode(if virt {
                     TlsfMode::Virtual
                 } else {
@@ -44,9 +51,10 @@ fn config() -> impl Strategy<Value = TlsfConfig> {
                 .region_chunk(32 << 20)
                 .map_batch_pages(batch)
                 .cache(floor << 21, 0.01)
-                .window_ops(window)
-        },
-    )
+                .window_ops(window);
+            let pages = cfg.pages.clone().burst_ops(burst);
+            cfg.pages(pages)
+        })
 }
 
 fn check(

@@ -39,6 +39,7 @@ proptest! {
         floor in 0usize..4,
         window in 4u64..40,
         reserve in prop_oneof![3 => Just(0usize), 1 => 1usize..24],
+        burst in prop_oneof![Just(0u64), Just(devpool_vm::BURST_ON), 1u64..8],
     ) {
         let mock = MockBackend::shared_with(MockConfig::default().host_backed().manual_events());
         let s = mock.create_stream().unwrap();
@@ -49,7 +50,8 @@ proptest! {
             .chunk_divisor(divisor)
             .cache(floor * page, 0.0)
             .window_ops(window)
-            .reserve(reserve * page);
+            .reserve(reserve * page)
+            .burst_ops(burst);
         let mut vm = PageLayer::new(mock.clone(), cfg);
         let r = vm.reserve(80 * page, page).unwrap();
         let base = vm.base(r);
