@@ -56,6 +56,11 @@ impl PageLayer {
                     // Never more ahead than `batch_cap` times what the block needs.
                     want = want.min(t + (t - s) * self.cfg.batch_cap);
                 }
+                // Nor more ahead than the floor of unused memory the pool keeps
+                // anyway (at least an eighth of a batch): a small pool's batch would
+                // otherwise be held at its peak (a 225 MiB job held 24 MiB unused).
+                let floor = (self.policy.floor_for(incoming) >> shift) as usize;
+                want = want.min(t + floor.max(batch / 8));
                 let want = want.max(t + ahead).min(room_end);
                 if want > t {
                     end = rg.mapped.next(t, want, true);

@@ -191,6 +191,13 @@ impl CachePolicy {
         self.floor.min((peak as f64 * self.floor_max) as u64)
     }
 
+    /// The floor once `incoming` more bytes are allocated (at most `floor_max` of
+    /// the recent peak): unused memory up to it stays whatever the work.
+    #[inline]
+    pub fn floor_for(&self, incoming: u64) -> u64 {
+        self.floor_at(self.peak().max(self.allocated + incoming))
+    }
+
     /// Unused bytes allowed once `incoming` more bytes are allocated.
     pub fn bound(&self, incoming: u64) -> u64 {
         let allocated = self.allocated + incoming;

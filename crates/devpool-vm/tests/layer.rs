@@ -46,16 +46,14 @@ fn runs_are_cut_into_chunks_of_at_most_the_chunk_size() {
 #[test]
 fn neighbours_share_pages_and_the_batch_maps_ahead_inside_the_room() {
     let mock = MockBackend::shared();
-    let (mut vm, r, page) = layer(&mock, VmConfig::default().map_batch_pages(4), 64);
+    // The batch of 16 pages maps ahead at most an eighth of itself here, where the
+    // floor is under a page (the next test).
+    let (mut vm, r, page) = layer(&mock, VmConfig::default(), 64);
     let b = vm.base(r);
     let end = b + 64 * page;
     let a = (b, b + page + 100);
     vm.acquire(r, a, (b, end)).unwrap();
-    assert_eq!(
-        held(&mock),
-        4 * page,
-        "two pages rounded up to the batch of four"
-    );
+    assert_eq!(held(&mock), 4 * page, "two pages and two ahead");
     let n = (a.1, a.1 + page);
     assert_eq!(vm.missing(r, n.0, n.1), 0, "the batch covered it");
     vm.acquire(r, n, (a.1, end)).unwrap();
@@ -71,6 +69,31 @@ fn neighbours_share_pages_and_the_batch_maps_ahead_inside_the_room() {
     // Page 0 and page 11 (ahead of c); page 1 is still shared, page 3 moved away.
     assert_eq!(vm.detail().unused_pages, 2);
     vm.verify([(r, n.0, n.1), (r, c.0, c.1)]).unwrap();
+}
+
+#[test]
+fn a_small_pool_maps_ahead_no_more_than_its_floor() {
+    // A pool whose peak is eight pages keeps a floor of a quarter page (1/32 of the
+    // peak), so its growth maps ahead only the eighth of a batch always allowed:
+    // two pages of the 16-page batch, not eight.
+    let mock = MockBackend::shared();
+    let (mut vm, r, page) = layer(&mock, VmConfig::default(), 64);
+    let b = vm.base(r);
+    let a = (b, b + 8 * page);
+    vm.acquire(r, a, (b, b + 64 * page)).unwrap();
+    assert_eq!(held(&mock), 10 * page, "eight pages and two ahead");
+    vm.verify([(r, a.0, a.1)]).unwrap();
+    // With a floor of the whole peak the batch maps its eight pages ahead.
+    let mock = MockBackend::shared();
+    let (mut vm, r, page) = layer(&mock, VmConfig::default().floor_max(1.0), 64);
+    let b = vm.base(r);
+    vm.acquire(r, (b, b + 8 * page), (b, b + 64 * page))
+        .unwrap();
+    assert_eq!(
+        held(&mock),
+        16 * page,
+        "eight pages and a batch's eight ahead"
+    );
 }
 
 #[test]
