@@ -67,7 +67,8 @@ impl TlsfPool {
     /// assert_eq!(d.free_blocks, 1);
     /// ```
     pub fn detail(&self) -> TlsfDetail {
-        let g = self.inner.lock();
+        let mut g = self.inner.lock();
+        g.vm.finish_deferred();
         let (free_blocks, free_bytes, live_blocks) = g.index.counts();
         let spans = g.spans.iter().flatten();
         let pages = g.vm.detail();

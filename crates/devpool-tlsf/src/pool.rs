@@ -144,7 +144,8 @@ impl TlsfPool {
 
     /// Check the pool's internal consistency (for tests): every link, count and page.
     pub fn verify(&self) -> std::result::Result<(), String> {
-        let g = self.inner.lock();
+        let mut g = self.inner.lock();
+        g.vm.finish_deferred();
         g.index.verify()?;
         self.verify_pages(&g)
     }

@@ -109,6 +109,7 @@ impl TlsfPool {
         want: usize,
         unreserve: bool,
     ) -> Result<usize> {
+        g.vm.finish_deferred();
         let mut released = 0;
         let mut ranges = g
             .spans

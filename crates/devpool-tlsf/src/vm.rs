@@ -83,7 +83,7 @@ impl TlsfPool {
         stream: StreamId,
     ) {
         if let Some(r) = g.spans[span as usize].as_ref().and_then(|s| s.range) {
-            g.vm.release(r, block, stream);
+            g.vm.release_deferred(r, block, stream);
         }
     }
 

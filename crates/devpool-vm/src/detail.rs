@@ -88,6 +88,10 @@ impl PageLayer {
 
     /// A snapshot of the layer.
     pub fn detail(&self) -> VmDetail {
+        debug_assert!(
+            self.settled(),
+            "finish a deferred release before reading pages"
+        );
         let ranges = self.ranges.iter().flatten();
         let chunks = ranges
             .clone()
@@ -127,6 +131,9 @@ impl PageLayer {
         &self,
         live: impl IntoIterator<Item = (RangeId, u64, u64)>,
     ) -> std::result::Result<(), String> {
+        if !self.settled() {
+            return Err("a deferred release is not settled".into());
+        }
         // Per page: blocks touching it in part, and blocks covering it whole.
         let mut uses: Vec<Vec<(u32, u32)>> = self
             .ranges

@@ -112,6 +112,10 @@ pub struct PageLayer {
     /// Whether the reserve ([`VmConfig::reserve`]) was mapped (or tried): once, in
     /// the first range.
     pub(crate) reserved_ahead: bool,
+    /// A release whose page work waits for the next call ([`release_deferred`]).
+    ///
+    /// [`release_deferred`]: Self::release_deferred
+    pub(crate) deferred: Option<crate::deferred::Deferred>,
 }
 
 impl PageLayer {
@@ -141,6 +145,7 @@ impl PageLayer {
             window_due: false,
             can_alias,
             reserved_ahead: false,
+            deferred: None,
         }
     }
 
@@ -183,6 +188,7 @@ impl PageLayer {
     /// Reserve `size` bytes of address space (rounded up to a page), aligned to
     /// `align` (at least a page).
     pub fn reserve(&mut self, size: usize, align: usize) -> Result<RangeId> {
+        self.finish_deferred();
         let page = self.page_size() as usize;
         let size = align_up(size.max(1), page).ok_or(Error::too_large(size))?;
         let align = align.max(page).checked_next_power_of_two().unwrap_or(page);
@@ -235,6 +241,7 @@ impl PageLayer {
     /// Give range `r` back, if no page of it is mapped or used; returns whether it
     /// went.
     pub fn unreserve(&mut self, r: RangeId) -> Result<bool> {
+        self.finish_deferred();
         let rg = self.range(r)?;
         if rg.top > 0 {
             return Ok(false);
@@ -321,6 +328,10 @@ impl PageLayer {
     /// page aligned; `None` if there is none. For a placement whose first choice
     /// would need pages mapped: the memory is there, elsewhere in the free room.
     pub fn unused_run(&self, r: RangeId, lo: u64, hi: u64, len: u64) -> Option<u64> {
+        debug_assert!(
+            self.settled(),
+            "finish a deferred release before reading pages"
+        );
         let rg = self.checked(r, lo, hi).ok()?;
         let (f0, f1) = rg.inside(self.shift, lo, hi);
         // No page at or above `top` is mapped: the search stops there (a span's
@@ -346,6 +357,7 @@ impl PageLayer {
     /// the last run rounded up to the map batch inside the room. On error nothing is
     /// counted (pages mapped on the way stay mapped, as cache).
     pub fn acquire(&mut self, r: RangeId, (lo, hi): (u64, u64), room: (u64, u64)) -> Result<()> {
+        self.finish_deferred();
         let rg = self.checked(r, lo, hi)?;
         let pages = Footprint::of(rg, self.shift, lo, hi);
         if self.n.retiring > 0 && rg.retiring.count(pages.p0, pages.p1) > 0 {
@@ -375,6 +387,13 @@ impl PageLayer {
     /// and never calls the backend.
     #[inline]
     pub fn acquire_mapped(&mut self, r: RangeId, (lo, hi): (u64, u64)) -> bool {
+        if self.deferred.is_some() && self.take_back(r, lo, hi) {
+            // The block released just before, taken back: its pages never stopped
+            // being counted as used.
+            self.policy.on_alloc(hi - lo);
+            self.after_op(false);
+            return true;
+        }
         let shift = self.shift;
         let Some(Some(rg)) = self.ranges.get_mut(r.index()) else {
             return false;
@@ -399,6 +418,7 @@ impl PageLayer {
     /// unmapped only once the work queued on `stream` before now has completed.
     #[inline]
     pub fn release(&mut self, r: RangeId, (lo, hi): (u64, u64), stream: StreamId) {
+        self.finish_deferred();
         let shift = self.shift;
         let Some(Some(rg)) = self.ranges.get_mut(r.index()) else {
             return;
@@ -469,6 +489,7 @@ impl PageLayer {
     /// Give back every unused page, waiting for the streams that used them; returns
     /// the bytes unmapped.
     pub fn trim(&mut self) -> Result<usize> {
+        self.finish_deferred();
         let before = self.n.mapped - self.n.moved;
         self.sweep_moved(true)?;
         self.retire_unused(u64::MAX)?;
@@ -522,6 +543,7 @@ impl PageLayer {
     /// have passed are unmapped now, the others retire until they have. Returns the
     /// bytes unmapped now.
     pub fn trim_nowait(&mut self) -> Result<usize> {
+        self.finish_deferred();
         let before = self.n.mapped - self.n.moved;
         self.sweep_moved(false)?;
         self.retire_unused(u64::MAX)?;
@@ -531,6 +553,7 @@ impl PageLayer {
     /// Unmap the retiring pages whose streams have passed; returns the bytes
     /// unmapped.
     pub fn poll_retiring(&mut self) -> Result<usize> {
+        self.finish_deferred();
         let moved = self.sweep_moved(false)?;
         Ok(((self.poll(false)? + moved) << self.shift) as usize)
     }

@@ -80,6 +80,7 @@
 
 mod bits;
 mod config;
+mod deferred;
 mod detail;
 mod layer;
 mod map;

@@ -164,6 +164,12 @@ impl CachePolicy {
         true
     }
 
+    /// Whether the next [`tick`](Self::tick) ends the window.
+    #[inline]
+    pub fn window_ends_next(&self) -> bool {
+        self.ops + 1 >= self.window
+    }
+
     /// The end of a window: the peaks roll over, the widenings decay.
     #[cold]
     #[inline(never)]
