@@ -280,7 +280,8 @@ impl BuddyPool {
     /// Check every internal invariant: the tree, the free lists, the page bitmaps and
     /// counts, and the byte totals. For tests; returns what is wrong.
     pub fn verify(&self) -> std::result::Result<(), String> {
-        let g = self.inner.lock();
+        let mut g = self.inner.lock();
+        g.vm.finish_deferred();
         let roots: Vec<u32> = g.spans.iter().flatten().map(|a| a.root).collect();
         g.tree.verify(&roots)?;
         if self.r.virt {

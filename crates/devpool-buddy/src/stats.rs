@@ -94,7 +94,8 @@ impl BuddyPool {
     /// pool.deallocate(&b).unwrap();
     /// ```
     pub fn detail(&self) -> BuddyDetail {
-        let g = self.inner.lock();
+        let mut g = self.inner.lock();
+        g.vm.finish_deferred();
         let orders = (0..ORDERS as u32)
             .filter_map(|o| {
                 let (free, quick) = g.tree.list_lens(o);

@@ -40,7 +40,7 @@ impl BuddyPool {
     pub(crate) fn release_pages(&self, g: &mut Inner, i: u32, len: u64, stream: StreamId) {
         if let Some(r) = Self::range_of(g, i) {
             let addr = g.tree.node(i).addr;
-            g.vm.release(r, (addr, addr + len.max(1)), stream);
+            g.vm.release_deferred(r, (addr, addr + len.max(1)), stream);
         }
     }
 
