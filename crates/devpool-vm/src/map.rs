@@ -56,11 +56,16 @@ impl PageLayer {
                     // Never more ahead than `batch_cap` times what the block needs.
                     want = want.min(t + (t - s) * self.cfg.batch_cap);
                 }
-                // Nor more ahead than the floor of unused memory the pool keeps
-                // anyway (at least an eighth of a batch): a small pool's batch would
-                // otherwise be held at its peak (a 225 MiB job held 24 MiB unused).
+                // In a small pool that moves memory (a floor under half a batch),
+                // nor more ahead than the floor of unused memory the pool keeps
+                // anyway (at least an eighth of a batch): the batch would otherwise
+                // be held at its peak (a 225 MiB job held 24 MiB unused). A pool that
+                // cannot move keeps its batches whole: on the bundled traces it held
+                // more with them cut (docs/BENCHMARKS.md).
                 let floor = (self.policy.floor_for(incoming) >> shift) as usize;
-                want = want.min(t + floor.max(batch / 8));
+                if floor < batch / 2 && self.can_alias {
+                    want = want.min(t + floor.max(batch / 8));
+                }
                 let want = want.max(t + ahead).min(room_end);
                 if want > t {
                     end = rg.mapped.next(t, want, true);

@@ -94,6 +94,13 @@ fn a_small_pool_maps_ahead_no_more_than_its_floor() {
         16 * page,
         "eight pages and a batch's eight ahead"
     );
+    // A pool that cannot move memory keeps its batch whole.
+    let mock = MockBackend::shared();
+    let (mut vm, r, page) = layer(&mock, VmConfig::default().move_memory(false), 64);
+    let b = vm.base(r);
+    vm.acquire(r, (b, b + 8 * page), (b, b + 64 * page))
+        .unwrap();
+    assert_eq!(held(&mock), 16 * page, "no moving, the whole batch");
 }
 
 #[test]
