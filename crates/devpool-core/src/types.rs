@@ -166,13 +166,22 @@ impl Request {
     /// assert_eq!(r.padded(256, 4096).unwrap(), (1024, 1024 + 4096 - 256));
     /// assert!(Request::new(usize::MAX).padded(256, 256).is_err());
     /// ```
+    #[inline]
     pub fn padded(&self, granule: usize, align: usize) -> crate::Result<(usize, usize)> {
-        let too_large = || crate::Error::too_large(self.size);
-        let size = align_up(self.effective_size(), granule).ok_or_else(too_large)?;
-        let room = size
-            .checked_add(align.saturating_sub(granule))
-            .ok_or_else(too_large)?;
-        Ok((size, room))
+        match align_up(self.effective_size(), granule)
+            .and_then(|size| Some((size, size.checked_add(align.saturating_sub(granule))?)))
+        {
+            Some(r) => Ok(r),
+            None => Err(self.too_large()),
+        }
+    }
+
+    /// The error of a request too large to pad: out of line, so that the hot path
+    /// builds no error.
+    #[cold]
+    #[inline(never)]
+    fn too_large(&self) -> crate::Error {
+        crate::Error::too_large(self.size)
     }
 
     /// The block that serves this request: `size` bytes granted at `ptr` on `device`,
