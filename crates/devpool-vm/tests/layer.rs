@@ -101,6 +101,25 @@ fn a_small_pool_maps_ahead_no_more_than_its_floor() {
     vm.acquire(r, (b, b + 8 * page), (b, b + 64 * page))
         .unwrap();
     assert_eq!(held(&mock), 16 * page, "no moving, the whole batch");
+    // A floor of ten pages (half a batch or more): a one-page block after a peak of
+    // sixteen maps its batch's fifteen pages ahead, not the floor's ten.
+    let mock = MockBackend::shared();
+    let cfg = VmConfig::default()
+        .batch_cap(0)
+        .cache(10 * page as usize, 0.0)
+        .floor_max(1.0);
+    let (mut vm, r, page) = layer(&mock, cfg, 64);
+    let b = vm.base(r);
+    vm.acquire(r, (b, b + 16 * page), (b, b + 64 * page))
+        .unwrap();
+    assert_eq!(held(&mock), 16 * page);
+    let one = (b + 16 * page, b + 17 * page);
+    vm.acquire(r, one, (one.0, b + 64 * page)).unwrap();
+    assert_eq!(
+        held(&mock),
+        32 * page,
+        "the page and the batch's fifteen ahead"
+    );
 }
 
 #[test]
