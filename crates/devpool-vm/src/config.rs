@@ -28,10 +28,10 @@ pub struct VmConfig {
     /// When a block lands on unmapped pages, the last run of missing pages is mapped
     /// rounded up to this many pages where the free room around the block allows
     /// (default 16): the next blocks placed above it find their pages mapped. In a
-    /// pool that moves memory (`move_memory`) and whose floor (`cache_floor`, at most `floor_max` of the recent peak) is
-    /// under half a batch, what a batch maps ahead is at most that floor or an
-    /// eighth of a batch, whichever is more: a small pool's batch would otherwise
-    /// sit unused at its peak.
+    /// pool that moves memory (`move_memory`) and whose floor (`cache_floor`, at
+    /// most `floor_max` of the recent peak) is under half a batch, what a batch maps
+    /// ahead is at most that floor or an eighth of a batch, whichever is more: a
+    /// small pool's batch would otherwise sit unused at its peak.
     pub map_batch_pages: usize,
     /// Pages mapped ahead are at most this many times the run the block needs
     /// (default 2; 0: no cap): a small block does not map a whole batch ahead.

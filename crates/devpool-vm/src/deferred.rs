@@ -15,9 +15,11 @@
 //! is the same as settling now, since no other call came in between: the layer's
 //! state after every call is what it would have been without the deferral.
 //!
-//! Methods that only read the pages (`missing`, `unused_run`, `mapped_in`,
-//! `is_empty`, `detail`, `verify`) see a deferred block as still live: a placement
-//! calls [`finish_deferred`](PageLayer::finish_deferred) before them (debug builds check it).
+//! The readers of the used pages (`unused_run`, `detail`, `verify`) would see a
+//! deferred block as still live: a placement calls
+//! [`finish_deferred`](PageLayer::finish_deferred) before them (`verify` refuses,
+//! and debug builds check the others). The readers of the mapped pages only
+//! (`missing`, `mapped_in`, `is_empty`) are unaffected.
 
 use crate::layer::{at, PageLayer, RangeId};
 use crate::uses::{take_uses, Footprint};
@@ -74,9 +76,9 @@ impl PageLayer {
         take_uses(at(&mut self.ranges, d.r), &mut self.n, d.pages);
     }
 
-    /// Whether the deferred release is of exactly bytes `[lo, hi)` of range `r`: it
-    /// is taken back (the pages were never given up), and the allocation is counted.
-    /// Otherwise the deferred release is settled and false returned.
+    /// Whether the deferred release is of exactly bytes `[lo, hi)` of range `r`: then
+    /// it is taken back (its pages were never given up; the caller counts the
+    /// allocation). Otherwise a deferred release is finished and false returned.
     #[inline]
     pub(crate) fn take_back(&mut self, r: RangeId, lo: u64, hi: u64) -> bool {
         if let Some(d) = self.deferred {
