@@ -68,6 +68,7 @@ impl TlsfPool {
     /// ```
     pub fn detail(&self) -> TlsfDetail {
         let mut g = self.inner.lock();
+        Self::settle(&mut g);
         g.vm.finish_deferred();
         let (free_blocks, free_bytes, live_blocks) = g.index.counts();
         let spans = g.spans.iter().flatten();

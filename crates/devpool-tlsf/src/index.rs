@@ -18,6 +18,8 @@
 //! neighbours at once. Nodes live in one `Vec`; freed slots are reused, and each node
 //! counts its allocations so that a stale handle is told from a live one.
 
+mod reuse;
+
 /// No node.
 pub(crate) const NIL: u32 = u32::MAX;
 

@@ -29,6 +29,9 @@ pub(crate) struct Inner {
     /// Requested bytes, granted bytes and blocks, live, with their peaks; and counts
     /// of allocations and frees.
     pub tally: Tally,
+    /// A block freed by the last call whose index release waits (virtual mode;
+    /// crate::parked).
+    pub parked: Option<u32>,
 }
 
 /// A TLSF pool serving one stream. See the [crate docs](crate).
@@ -122,6 +125,7 @@ impl TlsfPool {
                 vm: PageLayer::new(backend.clone(), cfg.pages.clone()),
                 policy: CachePolicy::new(&cfg.pages),
                 tally: Tally::default(),
+                parked: None,
             }),
             cfg,
             backend,
@@ -145,6 +149,7 @@ impl TlsfPool {
     /// Check the pool's internal consistency (for tests): every link, count and page.
     pub fn verify(&self) -> std::result::Result<(), String> {
         let mut g = self.inner.lock();
+        Self::settle(&mut g);
         g.vm.finish_deferred();
         g.index.verify()?;
         self.verify_pages(&g)
@@ -221,6 +226,21 @@ impl TlsfPool {
         let (size, need) = req.padded(self.cfg.granule, align)?;
         let need = need as u64;
         let mut g = self.inner.lock();
+        if g.parked.is_some() {
+            if let Some((i, addr)) = self.take_parked(&mut g, size as u64, need, align as u64) {
+                // What the long way would give: the same node and address, its
+                // generation bumped. (The tick is region mode's; nothing parks there.)
+                let gen = g.index.reuse(i, req.size as u64) as u64 & GEN_MASK;
+                g.tally.on_alloc(req.size as u64, size as u64);
+                drop(g);
+                return Ok(req.granted(
+                    DevicePtr(addr),
+                    size,
+                    self.device,
+                    tag | gen << 32 | i as u64,
+                ));
+            }
+        }
         let i = match g.index.find(need) {
             Some(i) => i,
             None => self.grow_and_find(&mut g, need, req.size)?,
@@ -265,9 +285,15 @@ impl Pool for TlsfPool {
 
     fn deallocate(&self, block: &Block) -> Result<()> {
         let mut g = self.inner.lock();
+        Self::settle(&mut g);
         let i = self.lookup(&g, block)?;
         let n = *g.index.node(i);
-        g.index.release(i);
+        if self.is_virtual {
+            // The index's release waits for the next call (crate::parked).
+            g.parked = Some(i);
+        } else {
+            g.index.release(i);
+        }
         if self.is_virtual {
             self.unmapped_by_free(&mut g, n.span, (n.addr, n.addr + n.size), block.stream);
         } else {
@@ -279,12 +305,14 @@ impl Pool for TlsfPool {
     }
 
     fn check(&self, block: &Block) -> Result<()> {
-        let g = self.inner.lock();
+        let mut g = self.inner.lock();
+        Self::settle(&mut g);
         self.lookup(&g, block).map(|_| ())
     }
 
     fn stats(&self) -> Stats {
-        let g = self.inner.lock();
+        let mut g = self.inner.lock();
+        Self::settle(&mut g);
         let c = self.counters.snapshot();
         let mut s = Stats {
             reserved_bytes: self.reserved(&g),
@@ -297,6 +325,7 @@ impl Pool for TlsfPool {
 
     fn trim(&self) -> Result<usize> {
         let mut g = self.inner.lock();
+        Self::settle(&mut g);
         let mut released = 0;
         if self.is_virtual {
             released += g.vm.trim()?;
