@@ -235,7 +235,7 @@ fn raise_gauge(g: &mut Gauge, v: u64) {
 
 impl Tally {
     /// A block of `requested` bytes was handed out with `granted` bytes.
-    #[inline]
+    #[inline(always)]
     pub fn on_alloc(&mut self, requested: u64, granted: u64) {
         raise_gauge(&mut self.live, requested);
         raise_gauge(&mut self.granted, granted);

@@ -46,7 +46,10 @@ impl TlsfPool {
             if let Some(Some(Span { range: Some(r), .. })) = g.spans.get(span as usize) {
                 // What the search's pick would be asked next; false changes nothing
                 // that the same question asked again after the release would not.
-                if g.vm.acquire_mapped(*r, (addr, addr + size)) {
+                let r = *r;
+                if g.vm.take_back_exact(r, addr, addr + size)
+                    || g.vm.acquire_mapped(r, (addr, addr + size))
+                {
                     return Some((i, addr));
                 }
             }

@@ -76,19 +76,22 @@ impl PageLayer {
         take_uses(at(&mut self.ranges, d.r), &mut self.n, d.pages);
     }
 
-    /// Whether the deferred release is of exactly bytes `[lo, hi)` of range `r`: then
-    /// it is taken back (its pages were never given up; the caller counts the
-    /// allocation). Otherwise a deferred release is finished and false returned.
-    #[inline]
-    pub(crate) fn take_back(&mut self, r: RangeId, lo: u64, hi: u64) -> bool {
-        if let Some(d) = self.deferred {
-            if d.r == r && d.lo == lo && d.hi == hi {
+    /// [`acquire_mapped`](PageLayer::acquire_mapped) of the deferred release's very
+    /// bytes: taken back and counted, true; otherwise false and nothing changed (the
+    /// caller asks `acquire_mapped`, which settles a deferred release of other
+    /// bytes). For a caller that expects the block just freed, in line.
+    #[inline(always)]
+    pub fn take_back_exact(&mut self, r: RangeId, lo: u64, hi: u64) -> bool {
+        match self.deferred {
+            Some(d) if d.r == r && d.lo == lo && d.hi == hi => {
                 self.deferred = None;
-                return true;
+                // Its pages never stopped being counted as used.
+                self.policy.on_alloc(hi - lo);
+                self.after_op(false);
+                true
             }
-            self.finish_deferred();
+            _ => false,
         }
-        false
     }
 
     /// Whether no release waits for its page work (for the readers' debug checks).

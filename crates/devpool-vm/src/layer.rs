@@ -387,13 +387,10 @@ impl PageLayer {
     /// and never calls the backend.
     #[inline]
     pub fn acquire_mapped(&mut self, r: RangeId, (lo, hi): (u64, u64)) -> bool {
-        if self.deferred.is_some() && self.take_back(r, lo, hi) {
-            // The block released just before, taken back: its pages never stopped
-            // being counted as used.
-            self.policy.on_alloc(hi - lo);
-            self.after_op(false);
+        if self.take_back_exact(r, lo, hi) {
             return true;
         }
+        self.finish_deferred();
         let shift = self.shift;
         let Some(Some(rg)) = self.ranges.get_mut(r.index()) else {
             return false;
@@ -442,7 +439,7 @@ impl PageLayer {
     /// passed) is done on the free path only (`freeing`), never when a block is
     /// handed out.
     #[inline]
-    fn after_op(&mut self, freeing: bool) {
+    pub(crate) fn after_op(&mut self, freeing: bool) {
         if self.policy.tick() {
             self.window_ended();
         }
