@@ -3,6 +3,14 @@
 //! back when releasing it and searching again would hand out that very block
 //! ([`Index::reuse_fits`](crate::index::Index)); any other call first releases it.
 //!
+//! A block parks only where that is likely to pay: when the pool's last allocation
+//! came right after a free of its own size (a loop of one size, a training step's
+//! buffer freed and made again). Otherwise the release an allocation would do first
+//! is work moved from the free to the allocation, whose latency is the one that
+//! counts: on the bundled traces (`devpool compare`) this rule parks no block in
+//! bert_serve and 768 in llama_generate's 92 837 large allocations, half of them
+//! taken back.
+//!
 //! Nothing else sees the difference: the page layer is told of the free at once,
 //! as before, and of the allocation in the same order and with the same bytes; the
 //! index ends every call in the state it would have had without parking, because a

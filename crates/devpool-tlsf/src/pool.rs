@@ -32,6 +32,11 @@ pub(crate) struct Inner {
     /// A block freed by the last call whose index release waits (virtual mode;
     /// crate::parked).
     pub parked: Option<u32>,
+    /// The granted bytes of the block the last call freed (0 when the last call was
+    /// an allocation), and whether the last allocation came right after a free of
+    /// its own size: a free parks only then (crate::parked).
+    pub last_free: u64,
+    pub pairing: bool,
 }
 
 /// A TLSF pool serving one stream. See the [crate docs](crate).
@@ -126,6 +131,8 @@ impl TlsfPool {
                 policy: CachePolicy::new(&cfg.pages),
                 tally: Tally::default(),
                 parked: None,
+                last_free: 0,
+                pairing: false,
             }),
             cfg,
             backend,
@@ -226,6 +233,8 @@ impl TlsfPool {
         let (size, need) = req.padded(self.cfg.granule, align)?;
         let need = need as u64;
         let mut g = self.inner.lock();
+        g.pairing = g.last_free == size as u64;
+        g.last_free = 0;
         if g.parked.is_some() {
             if let Some((i, addr)) = self.take_parked(&mut g, size as u64, need, align as u64) {
                 // What the long way would give: the same node and address, its
@@ -288,12 +297,13 @@ impl Pool for TlsfPool {
         Self::settle(&mut g);
         let i = self.lookup(&g, block)?;
         let n = *g.index.node(i);
-        if self.is_virtual {
+        if self.is_virtual && g.pairing {
             // The index's release waits for the next call (crate::parked).
             g.parked = Some(i);
         } else {
             g.index.release(i);
         }
+        g.last_free = n.size;
         if self.is_virtual {
             self.unmapped_by_free(&mut g, n.span, (n.addr, n.addr + n.size), block.stream);
         } else {

@@ -22,10 +22,12 @@ enum Op {
     Free {
         pick: usize,
     },
-    /// Free a block and at once allocate its requested size again.
+    /// Free a block and at once allocate its requested size again, `times` times
+    /// over (from the second time on, the free parks the block).
     Again {
         pick: usize,
         align_log: u8,
+        times: usize,
     },
     /// Free a block, then free it again (an error) or check it (an error).
     Twice {
@@ -42,8 +44,8 @@ fn op() -> impl Strategy<Value = Op> {
             align_log,
         }),
         3 => any::<usize>().prop_map(|pick| Op::Free { pick }),
-        5 => (any::<usize>(), prop_oneof![Just(8u8), 9u8..=21])
-            .prop_map(|(pick, align_log)| Op::Again { pick, align_log }),
+        5 => (any::<usize>(), prop_oneof![Just(8u8), 9u8..=21], 1usize..5)
+            .prop_map(|(pick, align_log, times)| Op::Again { pick, align_log, times }),
         1 => (any::<usize>(), any::<bool>()).prop_map(|(pick, check)| Op::Twice { pick, check }),
         1 => Just(Op::Trim),
     ]
@@ -104,7 +106,7 @@ impl Side {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(512))]
     #[test]
     fn parking_changes_nothing_anyone_sees(
         ops in prop::collection::vec(op(), 1..300),
@@ -129,11 +131,21 @@ proptest! {
                     let (x, y) = live.swap_remove(pick % live.len());
                     prop_assert_eq!(unit(a.free(&x)), unit(b.free(&y)));
                     match *op {
-                        Op::Again { align_log, .. } => {
-                            let (x2, y2) = (a.alloc(x.requested, align_log), b.alloc(y.requested, align_log));
-                            prop_assert_eq!(seen(&x2), seen(&y2));
-                            if let (Ok(x2), Ok(y2)) = (x2, y2) {
-                                live.push((x2, y2));
+                        Op::Again { align_log, times, .. } => {
+                            let (mut x, mut y) = (x, y);
+                            for t in 0..times {
+                                if t > 0 {
+                                    prop_assert_eq!(unit(a.free(&x)), unit(b.free(&y)));
+                                }
+                                let (x2, y2) = (a.alloc(x.requested, align_log), b.alloc(y.requested, align_log));
+                                prop_assert_eq!(seen(&x2), seen(&y2));
+                                match (x2, y2) {
+                                    (Ok(x2), Ok(y2)) => (x, y) = (x2, y2),
+                                    _ => break,
+                                }
+                                if t + 1 == times {
+                                    live.push((x, y));
+                                }
                             }
                         }
                         Op::Twice { check: true, .. } => {

@@ -48,11 +48,12 @@ impl Index {
         }
         let nx = b.next_phys;
         let nj = &self.nodes[nx as usize];
-        if nj.prev_free != NIL || !self.same_class(nj.size + need, nj.size) {
+        if !self.same_class(nj.size + need, nj.size) {
             return false;
         }
-        // The merged block, at `b.addr`, heads the neighbour's list (whose head the
-        // neighbour is: a class is told by its head, with no class computed).
+        // The merged block, at `b.addr`, takes the neighbour's place in its list;
+        // both ways below ask that the neighbour head that list (a class is told by
+        // its head, with no class computed), else the merge would move it up.
         let merged = (nj.size + need, b.addr);
         let head = self.heads[fl][sl];
         if head == nx {
