@@ -229,26 +229,13 @@ mod tests {
             use super::super::{Node, State};
             // A vacant node keeps only its generation and its place in the vacant
             // chain; a used one's list links are not read.
-            let key = |n: &Node| match n.state {
-                State::Vacant => (n.state, 0, 0, 0, 0, n.gen, (0, n.next_free)),
-                State::Used => (
-                    n.state,
-                    n.addr,
-                    n.size,
-                    n.prev_phys,
-                    n.next_phys,
-                    n.gen,
-                    (0, 0),
-                ),
-                State::Free => (
-                    n.state,
-                    n.addr,
-                    n.size,
-                    n.prev_phys,
-                    n.next_phys,
-                    n.gen,
-                    (n.prev_free, n.next_free),
-                ),
+            let key = |n: &Node| {
+                let place = (n.addr, n.size, n.prev_phys, n.next_phys);
+                match n.state {
+                    State::Vacant => (n.state, (0, 0, 0, 0), n.gen, (0, n.next_free)),
+                    State::Used => (n.state, place, n.gen, (0, 0)),
+                    State::Free => (n.state, place, n.gen, (n.prev_free, n.next_free)),
+                }
             };
             assert_eq!(key(x), key(y), "node {i}");
         }
