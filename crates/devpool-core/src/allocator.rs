@@ -186,6 +186,15 @@ pub trait Pool: Send + Sync + 'static {
     }
     /// Free a block this pool handed out.
     fn deallocate(&self, block: &Block) -> Result<()>;
+    /// Free a block this pool handed out through
+    /// [`allocate_routed`](Self::allocate_routed), still tagged with its route (the
+    /// router checked the tag). The default clears the router's bits and frees the
+    /// copy; a pool whose checks of a handle read only its own bits may override it
+    /// to free the block as it is, which saves the router that copy of a block the
+    /// caller may have just written.
+    fn deallocate_routed(&self, block: &Block) -> Result<()> {
+        self.deallocate(&block.unrouted())
+    }
     /// Check, without freeing it, that `block` is live in this pool.
     fn check(&self, block: &Block) -> Result<()>;
     /// A snapshot of the statistics.
@@ -211,6 +220,9 @@ impl<P: Pool + ?Sized> Pool for Box<P> {
     }
     fn deallocate(&self, block: &Block) -> Result<()> {
         (**self).deallocate(block)
+    }
+    fn deallocate_routed(&self, block: &Block) -> Result<()> {
+        (**self).deallocate_routed(block)
     }
     fn check(&self, block: &Block) -> Result<()> {
         (**self).check(block)

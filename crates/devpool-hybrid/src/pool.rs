@@ -177,11 +177,15 @@ impl Pool for HybridPool {
             // The small route's tag is zero: the block goes to the slab as it is.
             return self.slab.deallocate(block);
         }
-        let (route, inner) = Self::split(block)?;
-        match route {
-            Route::Small => self.slab.deallocate(&inner),
-            Route::Large => self.large.pool().deallocate(&inner),
-            Route::Huge => self.huge.deallocate(&inner),
+        match block.route() {
+            // The large pool is named, not reached through `&dyn Pool`: a call the
+            // compiler sees, of a block passed on as it is.
+            1 => match &*self.large {
+                Large::Tlsf(p) => p.deallocate_routed(block),
+                Large::Buddy(p) => p.deallocate_routed(block),
+            },
+            2 => self.huge.deallocate_routed(block),
+            _ => Err(Error::NotOwned { ptr: block.ptr }),
         }
     }
 
@@ -251,7 +255,13 @@ impl HybridPool {
             }
             return r;
         }
-        self.allocate_on(self.route(req.effective_size()), req)
+        match self.route(req.effective_size()) {
+            Route::Large => match &*self.large {
+                Large::Tlsf(p) => p.allocate_routed(req, Route::Large as u64),
+                Large::Buddy(p) => p.allocate_routed(req, Route::Large as u64),
+            },
+            r => self.allocate_on(r, req),
+        }
     }
 
     /// Allocate on `route` and tag the block with it: the pool tags it as it

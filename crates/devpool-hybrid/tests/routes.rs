@@ -71,15 +71,24 @@ fn with_no_small_route_even_a_zero_byte_request_goes_large() {
 
 #[test]
 fn forged_route_bits_are_rejected() {
-    let alloc = hybrid(MockBackend::shared(), HybridConfig::training());
-    let b = alloc.alloc(4096).unwrap();
-    for route in 1..4u64 {
-        let mut forged = b;
-        forged.handle = (b.handle & ((1 << 62) - 1)) | (route << 62);
-        assert!(alloc.free(forged).is_err(), "route {route}");
+    // A block of each route (huge from 1 MiB here), tagged with every other route:
+    // refused, and the block still frees once, and only once, under its own.
+    let cfg = HybridConfig::training().huge_min(1 << 20);
+    let mock = MockBackend::shared();
+    let alloc = hybrid(mock.clone(), cfg);
+    for size in [4096usize, 300 << 10, 4 << 20] {
+        let b = alloc.alloc(size).unwrap();
+        for route in (0..4u64).filter(|&r| r != b.route()) {
+            let mut forged = b;
+            forged.handle = (b.handle & ((1 << 62) - 1)) | (route << 62);
+            assert!(alloc.free(forged).is_err(), "size {size}, route {route}");
+        }
+        alloc.free(b).unwrap();
+        assert!(alloc.free(b).is_err(), "size {size}: a second free");
     }
-    alloc.free(b).unwrap();
-    assert_eq!(alloc.stats().live_blocks.current, 0);
+    let s = alloc.stats();
+    assert_eq!(s.live_blocks.current, 0);
+    assert_eq!(s.frees, 3, "one free per block went through");
 }
 
 #[test]

@@ -292,6 +292,13 @@ impl Pool for TlsfPool {
         self.allocate_tagged(req, devpool_core::route_tag(route)?)
     }
 
+    /// The tagged block as it is: [`lookup`](Self::lookup) reads the node and the
+    /// generation from the handle's low 62 bits only.
+    #[inline]
+    fn deallocate_routed(&self, block: &Block) -> Result<()> {
+        self.deallocate(block)
+    }
+
     fn deallocate(&self, block: &Block) -> Result<()> {
         let mut g = self.inner.lock();
         Self::settle(&mut g);
