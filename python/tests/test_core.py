@@ -114,7 +114,8 @@ def test_page_settings_trade_memory_for_calls():
     out = run(
         """
         devpool.configure(backend="mock", strategy="hybrid", cache_floor="8M",
-                          move_margin=0.05, move_memory=False, burst=True)
+                          move_margin=0.05, move_memory=False, burst=True,
+                          background_unmap=False)
         out["config"] = devpool.stats()["config"]
         try:
             devpool.configure(strategy="slab", move_margin=0.05)
@@ -126,7 +127,8 @@ def test_page_settings_trade_memory_for_calls():
             out["range"] = str(e)
         """
     )
-    assert "cache_floor=8388608;move_margin=0.05;move_memory=off;burst=on" in out["config"]
+    assert ("cache_floor=8388608;move_margin=0.05;move_memory=off;background_unmap=off;burst=on"
+            in out["config"])
     assert "page layer" in out["slab"]
     assert "fraction" in out["range"]
 

@@ -42,6 +42,9 @@ pub enum FaultOn {
     Map,
     /// `reserve` only.
     Reserve,
+    /// `unmap` only (never [`AnyAcquire`](Self::AnyAcquire) nor
+    /// [`fail_all`](MockBackend::fail_all)): nothing is unmapped by the failing call.
+    Unmap,
 }
 
 /// Settings of a [`MockBackend`].
@@ -371,12 +374,12 @@ impl MockBackend {
     }
 
     fn check_fault(&self, s: &mut State, kind: FaultOn, call: &'static str) -> BackendResult<()> {
-        if s.fail_all {
+        if s.fail_all && kind != FaultOn::Unmap {
             s.injected += 1;
             return Err(self.fail(BackendError::Injected { call }));
         }
         if let Some(f) = &mut s.fault {
-            if f.on == kind || f.on == FaultOn::AnyAcquire {
+            if f.on == kind || (f.on == FaultOn::AnyAcquire && kind != FaultOn::Unmap) {
                 f.remaining -= 1;
                 if f.remaining == 0 {
                     s.fault = None;
@@ -785,8 +788,9 @@ impl Backend for MockBackend {
     }
 
     fn unmap(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
-        BackendCounterCell::bump(&self.counters.unmap_calls);
+        self.counters.on_unmap_call();
         let mut s = self.state.lock();
+        self.check_fault(&mut s, FaultOn::Unmap, "unmap")?;
         // Unlike a region free, an unmap waits for nothing (neither does
         // cuMemUnmap): work still queued on a page would fault. The mock refuses.
         let g = self.cfg.granularity as u64;

@@ -91,6 +91,7 @@ mod queue;
 mod range;
 mod retire;
 mod summed;
+mod unmapper;
 mod uses;
 
 pub use config::{VmConfig, BURST_ON};
