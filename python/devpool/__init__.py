@@ -128,7 +128,7 @@ def _apply(text: str) -> None:
 
 def _format_value(key: str, value: Any) -> str:
     if isinstance(value, bool):
-        if key in ("move_memory", "burst", "background_unmap"):
+        if key in ("move_memory", "burst"):
             return "on" if value else "off"
         raise ConfigError(f"{key}: expected a number, a size string or a name, not {value!r}")
     if value is None:
@@ -148,10 +148,7 @@ def configure(config: str | None = None, /, **settings: Any) -> None:
     the recent peak of allocated bytes the pool grows before it moves unused memory
     instead, e.g. ``0.02``: more memory for fewer driver calls), ``move_slack`` (how far,
     as a fraction of that peak, the pool may widen this on its own when memory keeps
-    moving from step to step), ``move_memory`` (``True``/``False``),
-    ``background_unmap`` (``True``/``False``, default ``True``: whether the old
-    addresses of moved memory are unmapped on devpool's own thread rather than in
-    the frees), ``burst``
+    moving from step to step), ``move_memory`` (``True``/``False``), ``burst``
     (``True``/``False``, default ``False``: whether growth that comes in bursts while
     little is freed, as in a training step's first pass, maps ahead, so that few of
     those allocations wait for the driver, for a little more memory at the peak), and

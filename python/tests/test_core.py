@@ -114,8 +114,7 @@ def test_page_settings_trade_memory_for_calls():
     out = run(
         """
         devpool.configure(backend="mock", strategy="hybrid", cache_floor="8M",
-                          move_margin=0.05, move_memory=False, burst=True,
-                          background_unmap=False)
+                          move_margin=0.05, move_memory=False, burst=True)
         out["config"] = devpool.stats()["config"]
         try:
             devpool.configure(strategy="slab", move_margin=0.05)
@@ -127,8 +126,7 @@ def test_page_settings_trade_memory_for_calls():
             out["range"] = str(e)
         """
     )
-    assert ("cache_floor=8388608;move_margin=0.05;move_memory=off;background_unmap=off;burst=on"
-            in out["config"])
+    assert "cache_floor=8388608;move_margin=0.05;move_memory=off;burst=on" in out["config"]
     assert "page layer" in out["slab"]
     assert "fraction" in out["range"]
 

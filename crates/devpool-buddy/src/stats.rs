@@ -96,7 +96,6 @@ impl BuddyPool {
     pub fn detail(&self) -> BuddyDetail {
         let mut g = self.inner.lock();
         g.vm.finish_deferred();
-        let _ = g.vm.finish_unmapping();
         let orders = (0..ORDERS as u32)
             .filter_map(|o| {
                 let (free, quick) = g.tree.list_lens(o);

@@ -69,7 +69,7 @@ fn main() {
         for (i, ev) in events.iter().enumerate() {
             match ev.action {
                 Action::Allocate => {
-                    let before = mock.counters().foreground_memory_calls();
+                    let before = mock.counters().memory_calls();
                     let req = Request::new(ev.size);
                     let t = Instant::now();
                     let r = if probes.contains(&i) {
@@ -78,7 +78,7 @@ fn main() {
                         alloc.allocate(req)
                     };
                     let ns = t.elapsed().as_nanos() as u64;
-                    let called = mock.counters().foreground_memory_calls() != before;
+                    let called = mock.counters().memory_calls() != before;
                     if let Ok(b) = r {
                         live.insert(ev.ptr, b);
                     }

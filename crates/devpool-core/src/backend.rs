@@ -288,23 +288,12 @@ pub struct BackendCounters {
     pub event_records: u64,
     /// Calls that failed.
     pub failures: u64,
-    /// Memory calls (counted in the fields above too) made on devpool's background
-    /// thread ([`crate::background`]) rather than on a caller's: the unmapping of old
-    /// addresses of memory that moved.
-    pub background_calls: u64,
 }
 
 impl BackendCounters {
     /// Calls that take or give back memory: region allocs and frees, map and unmap calls.
     pub fn memory_calls(&self) -> u64 {
         self.region_allocs + self.region_frees + self.map_calls + self.unmap_calls
-    }
-
-    /// [`memory_calls`](Self::memory_calls) made on callers' threads: all of them
-    /// but those of devpool's background thread. What an allocation or a free waited
-    /// for is the change of this count across it.
-    pub fn foreground_memory_calls(&self) -> u64 {
-        self.memory_calls() - self.background_calls
     }
 }
 
@@ -327,7 +316,6 @@ pub struct BackendCounterCell {
     pub events_created: AtomicU64,
     pub event_records: AtomicU64,
     pub failures: AtomicU64,
-    pub background_calls: AtomicU64,
 }
 
 impl BackendCounterCell {
@@ -335,15 +323,6 @@ impl BackendCounterCell {
     #[inline]
     pub fn bump(c: &AtomicU64) {
         c.fetch_add(1, Relaxed);
-    }
-
-    /// Count one unmap call, and whether devpool's background thread made it.
-    #[inline]
-    pub fn on_unmap_call(&self) {
-        Self::bump(&self.unmap_calls);
-        if crate::background::on_worker() {
-            Self::bump(&self.background_calls);
-        }
     }
 
     /// Count `pages` pages mapped in `chunks` physical allocations.
@@ -371,7 +350,6 @@ impl BackendCounterCell {
             events_created: self.events_created.load(Relaxed),
             event_records: self.event_records.load(Relaxed),
             failures: self.failures.load(Relaxed),
-            background_calls: self.background_calls.load(Relaxed),
         }
     }
 }

@@ -11,8 +11,6 @@
 //!   [`Parts`].
 //! - [`direct`]: the yardstick that sends every request to the backend.
 //! - [`DeviceBuffer`]: an owning, typed handle to device memory.
-//! - [`background`]: a thread of devpool's own for backend work the caller need not
-//!   wait for (the unmapping of old addresses of memory that moved).
 //!
 //! ```
 //! use devpool_core::{direct, Allocator, Request};
@@ -27,7 +25,6 @@
 
 mod allocator;
 mod backend;
-pub mod background;
 mod buffer;
 mod devices;
 mod direct;

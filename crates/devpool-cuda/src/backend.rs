@@ -94,12 +94,6 @@ pub struct CudaBackend {
     virtual_memory: bool,
     pub(crate) regions: Mutex<HashMap<u64, Region>>,
     pub(crate) vm: Mutex<VmTable>,
-    /// Held by a caller's map, alias or unmap for its whole run of driver calls, and
-    /// by devpool's background thread for one `cuMemUnmap` at a time, handed on
-    /// fairly: the driver serializes these calls itself, and left to it, each of a
-    /// caller's many short calls (a move is three per chunk) waited behind the
-    /// thread's unmaps (docs/BENCHMARKS.md, "Unmapping on a thread of its own").
-    pub(crate) gate: Mutex<()>,
     events: RwLock<HashSet<u64>>,
     streams: Mutex<HashSet<u64>>,
     /// Devices given access to this one's memory. Held for reading through every
@@ -249,7 +243,6 @@ impl CudaBackend {
             virtual_memory,
             regions: Mutex::new(HashMap::new()),
             vm: Mutex::new(VmTable::default()),
-            gate: Mutex::new(()),
             events: RwLock::new(HashSet::new()),
             streams: Mutex::new(HashSet::new()),
             peers: RwLock::new(Vec::new()),

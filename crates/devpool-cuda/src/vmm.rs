@@ -163,7 +163,6 @@ impl CudaBackend {
         self.claim(call, ptr, end)?;
         let result = self.enter().and_then(|_cx| {
             let peers = self.peers.read();
-            let _gate = self.gate.lock();
             self.create_and_map(ptr.0, chunks, size, &peers)
         });
         match result {
@@ -340,7 +339,6 @@ impl CudaBackend {
         self.claim("alias", to, end)?;
         let result = self.enter().and_then(|_cx| {
             let peers = self.peers.read();
-            let _gate = self.gate.lock();
             self.map_again(to.0, &sources, size, &peers)
         });
         match result {
@@ -435,7 +433,7 @@ impl CudaBackend {
     }
 
     pub(crate) fn vm_unmap(&self, ptr: DevicePtr, size: usize) -> BackendResult<()> {
-        self.counters.on_unmap_call();
+        BackendCounterCell::bump(&self.counters.unmap_calls);
         let g = self.granularity_u64();
         let maps = {
             let mut vm = self.vm.lock();
@@ -451,32 +449,19 @@ impl CudaBackend {
         };
         let mut done = 0usize;
         let result = self.enter().and_then(|_cx| {
-            let worker = devpool_core::background::on_worker();
-            if worker {
-                relax_capture_once();
-            }
-            // A caller holds the gate for all its mappings; the background thread
-            // takes it for one at a time and hands it on fairly, so a caller waits
-            // for at most one of its unmaps.
-            let mut gate = (!worker).then(|| self.gate.lock());
             // No wait for the device: the caller unmaps only pages no queued work can
             // still touch (see the module docs).
             for &(s, len, _) in &maps {
-                let one = worker.then(|| self.gate.lock());
                 // SAFETY: `[s, s + len)` is exactly one live mapping of this backend,
                 // taken out of the table by this call, so it is unmapped once.
                 let r = self
                     .clock
                     .time(Call::MemUnmap, || unsafe { sys::cuMemUnmap(s, len) });
-                if let Some(g) = one {
-                    parking_lot::MutexGuard::unlock_fair(g);
-                }
                 if r != CUresult::CUDA_SUCCESS {
                     return Err(self.driver_fail("cuMemUnmap", r, size));
                 }
                 done += 1;
             }
-            gate.take();
             Ok(())
         });
         let mut vm = self.vm.lock();
@@ -503,21 +488,4 @@ impl CudaBackend {
         self.counters.chunks_released.fetch_add(chunks, Relaxed);
         result
     }
-}
-
-/// Put devpool's background thread in the relaxed stream-capture mode, once: under
-/// the global mode (the default, and PyTorch's for CUDA graphs) an unmap on any
-/// thread while another thread captures a graph would end that capture with an
-/// error. The pages it unmaps are none of the capture's (their streams have passed).
-fn relax_capture_once() {
-    thread_local! {
-        static RELAXED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    }
-    if RELAXED.with(|r| r.replace(true)) {
-        return;
-    }
-    let mut mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
-    // SAFETY: the driver reads and writes one mode value of this thread; the previous
-    // mode it writes back is not needed (this thread only ever runs devpool's jobs).
-    let _ = unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) };
 }

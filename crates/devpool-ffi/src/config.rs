@@ -10,7 +10,6 @@
 //! | `move_margin` | fraction 0..1: how far past the recent peak the pool grows before it moves unused memory instead | 0 |
 //! | `move_slack` | fraction 0..1: how far that limit widens when memory keeps moving | 0 |
 //! | `move_memory` | `on`, `off`: whether unused memory moves to where a block needs it | `on` |
-//! | `background_unmap` | `on`, `off`: whether the old addresses of moved memory are unmapped on devpool's background thread instead of on the caller's frees (they hold no memory; nothing counted changes) | `on` |
 //! | `map_batch` | count: pages mapped at once where a block lands on unmapped pages, room allowing (at most twice what the block needs) | 16 |
 //! | `chunk_pages` | count: the most pages of one physical chunk | 128 (buddy: 8) |
 //! | `chunk_divisor` | count: runs are cut into chunks of about this fraction of them | 16 |
@@ -60,7 +59,7 @@ pub enum ConfigError {
     #[error("`{0}` is not a key=value pair")]
     NotAPair(String),
     /// A key of no setting.
-    #[error("unknown key `{0}` (strategy, backend, small_max, huge_min, cache_floor, move_margin, move_slack, move_memory, background_unmap, map_batch, chunk_pages, chunk_divisor, chunk_min_pages, burst, reserve, mock_capacity, log)")]
+    #[error("unknown key `{0}` (strategy, backend, small_max, huge_min, cache_floor, move_margin, move_slack, move_memory, map_batch, chunk_pages, chunk_divisor, chunk_min_pages, burst, reserve, mock_capacity, log)")]
     UnknownKey(String),
     /// A strategy name not in [`devpool::STRATEGIES`].
     #[error(transparent)]
@@ -121,7 +120,7 @@ pub enum ConfigError {
         value: String,
     },
     /// A page-layer setting with a strategy that maps no pages.
-    #[error("cache_floor, move_margin, move_slack, move_memory, background_unmap, reserve and the chunk keys apply to the strategies with a page layer ({paged}), not `{strategy}`", paged = paged_names())]
+    #[error("cache_floor, move_margin, move_slack, move_memory, reserve and the chunk keys apply to the strategies with a page layer ({paged}), not `{strategy}`", paged = paged_names())]
     NoPageLayer {
         /// The strategy named.
         strategy: &'static str,
@@ -193,10 +192,6 @@ pub struct Config {
     /// Strategies with a page layer: whether unused memory moves to where a block
     /// needs it ([`VmConfig::move_memory`](devpool::tlsf::VmConfig::move_memory)).
     pub move_memory: Option<bool>,
-    /// Strategies with a page layer: whether old addresses of moved memory are
-    /// unmapped on devpool's background thread
-    /// ([`VmConfig::background_unmap`](devpool::tlsf::VmConfig::background_unmap)).
-    pub background_unmap: Option<bool>,
     /// Strategies with a page layer: pages mapped at once where a block lands on
     /// unmapped pages, room allowing
     /// ([`VmConfig::map_batch_pages`](devpool::tlsf::VmConfig::map_batch_pages)).
@@ -235,7 +230,6 @@ impl Default for Config {
             move_margin: None,
             move_slack: None,
             move_memory: None,
-            background_unmap: None,
             map_batch: None,
             chunk_pages: None,
             chunk_divisor: None,
@@ -294,9 +288,6 @@ impl Config {
             if let Some(m) = self.move_memory {
                 p.move_memory = m;
             }
-            if let Some(b) = self.background_unmap {
-                p.background_unmap = b;
-            }
             if let Some(n) = self.map_batch {
                 p.map_batch_pages = n;
             }
@@ -335,7 +326,6 @@ impl Config {
             "move_margin" => self.move_margin = Some(parse_fraction(key, value)?),
             "move_slack" => self.move_slack = Some(parse_fraction(key, value)?),
             "move_memory" => self.move_memory = Some(parse_flag(key, value)?),
-            "background_unmap" => self.background_unmap = Some(parse_flag(key, value)?),
             "map_batch" => self.map_batch = Some(parse_count(key, value)?),
             "chunk_pages" => self.chunk_pages = Some(parse_count(key, value)?),
             "chunk_divisor" => self.chunk_divisor = Some(parse_count(key, value)?),
@@ -365,7 +355,6 @@ impl Config {
             || self.move_margin.is_some()
             || self.move_slack.is_some()
             || self.move_memory.is_some()
-            || self.background_unmap.is_some()
             || self.map_batch.is_some()
             || self.chunk_pages.is_some()
             || self.chunk_divisor.is_some()
@@ -420,9 +409,6 @@ impl fmt::Display for Config {
         }
         if let Some(m) = self.move_memory {
             write!(f, ";move_memory={}", if m { "on" } else { "off" })?;
-        }
-        if let Some(b) = self.background_unmap {
-            write!(f, ";background_unmap={}", if b { "on" } else { "off" })?;
         }
         if let Some(on) = self.burst {
             write!(f, ";burst={}", if on { "on" } else { "off" })?;
@@ -591,7 +577,6 @@ mod tests {
             "chunk_pages=32;chunk_divisor=4;chunk_min_pages=2;map_batch=8",
             "strategy=tlsf-virtual;reserve=40GiB",
             "strategy=hybrid;burst=on",
-            "strategy=hybrid;background_unmap=off",
         ] {
             let mut c = Config::default();
             c.apply(text).unwrap();

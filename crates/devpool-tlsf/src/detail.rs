@@ -70,7 +70,6 @@ impl TlsfPool {
         let mut g = self.inner.lock();
         Self::settle(&mut g);
         g.vm.finish_deferred();
-        let _ = g.vm.finish_unmapping();
         let (free_blocks, free_bytes, live_blocks) = g.index.counts();
         let spans = g.spans.iter().flatten();
         let pages = g.vm.detail();

@@ -199,10 +199,7 @@ pub fn replay_events<E>(
     let mut calls_before_allocation = None;
 
     let before = backend.counters();
-    let background_before = devpool_core::background::stats();
-    // Attribution counts the caller's calls only: devpool's background thread
-    // (unmapping old addresses of moved memory) calls the backend at its own pace.
-    let mut calls_at_last_event = before.foreground_memory_calls();
+    let mut calls_at_last_event = before.memory_calls();
     // Everything the backend holds counts, what the allocator took when it was built
     // (an initial pool) included. When the backend never held more than it holds
     // now, its own peak counter is the replay's peak (and sees peaks inside a call).
@@ -233,7 +230,7 @@ pub fn replay_events<E>(
                     }
                 }
                 let req = Request::new(ev.size).on_stream(stream);
-                let memory_calls = backend.counters().foreground_memory_calls();
+                let memory_calls = backend.counters().memory_calls();
                 let (result, ns) = timed(measure, overhead, &mut alloc_ns, || alloc.allocate(req));
                 last_call = Some((true, ns, memory_calls));
                 calls += 1;
@@ -278,7 +275,7 @@ pub fn replay_events<E>(
 
         // Nothing between the allocation and this reading calls the backend.
         let counters = backend.counters();
-        let now_calls = counters.foreground_memory_calls();
+        let now_calls = counters.memory_calls();
         if let Some(before) = calls_before_allocation.take() {
             let made = now_calls - before;
             if made > 0 {
@@ -318,15 +315,7 @@ pub fn replay_events<E>(
         }
     }
 
-    // The background thread's work of these events is done before the totals are
-    // read, so that they are the same whether it ran there or here.
-    devpool_core::background::quiesce();
     let after = backend.counters();
-    let background_after = devpool_core::background::stats();
-    r.background_ms = background_after
-        .busy_ns
-        .saturating_sub(background_before.busy_ns) as f64
-        / 1e6;
     r.reserved_at_end = after.bytes_in_use.current;
     r.peak_reserved_bytes = if fresh {
         after.bytes_in_use.peak.max(sampled_peak)

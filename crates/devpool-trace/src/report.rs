@@ -76,11 +76,6 @@ pub struct ReplayReport {
     /// The allocator's own peak of reserved bytes (its stats), to check against
     /// `peak_reserved_bytes`.
     pub allocator_peak_reserved: u64,
-    /// Milliseconds devpool's background thread spent on jobs during the replay
-    /// (the unmapping of old addresses of moved memory, off the caller's path; not
-    /// in `latency`).
-    #[serde(default)]
-    pub background_ms: f64,
     /// Latency of the allocator's calls.
     pub latency: LatencySummary,
     /// Calls the allocator made to the backend during the replay.
@@ -191,10 +186,6 @@ pub struct BackendCallsSummary {
     pub unreserves: u64,
     /// Calls that take or give back memory: region allocs and frees, map and unmap.
     pub memory_calls: u64,
-    /// Of those, the calls made on devpool's background thread (unmaps of old
-    /// addresses of moved memory), off the allocator's calls.
-    #[serde(default)]
-    pub background_calls: u64,
     /// The same per 1000 allocator calls (allocations and frees).
     pub per_1000_ops: BackendCallRates,
 }
@@ -246,7 +237,6 @@ impl BackendCallsSummary {
             reserves: d(after.reserves, before.reserves),
             unreserves: d(after.unreserves, before.unreserves),
             memory_calls,
-            background_calls: d(after.background_calls, before.background_calls),
             per_1000_ops: BackendCallRates {
                 region_allocs: rate(region_allocs),
                 region_frees: rate(region_frees),

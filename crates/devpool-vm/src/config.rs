@@ -127,14 +127,6 @@ pub struct VmConfig {
     /// pool that grows while it frees nearly as much as it allocates (a decoder
     /// whose cache creeps up from step to step) maps nothing ahead.
     pub burst_free_ratio: f64,
-    /// Whether the old addresses of memory that moved are unmapped on devpool's
-    /// background thread ([`devpool_core::background`]) instead of on the free
-    /// that finds their streams passed (default true). They hold no memory (it is
-    /// mapped at its new place too), so nothing the pool counts changes; the
-    /// driver's tens of microseconds per mapping leave the caller's path. A mapping
-    /// about to land on one of them, the policy's giving back, a trim and the
-    /// layer's end wait for (or take back) the ones not yet done.
-    pub background_unmap: bool,
 }
 
 impl Default for VmConfig {
@@ -157,7 +149,6 @@ impl Default for VmConfig {
             burst_ops: 0,
             burst_divisor: 8,
             burst_free_ratio: 0.7,
-            background_unmap: true,
         }
     }
 }
@@ -194,8 +185,6 @@ impl VmConfig {
         burst_divisor: usize,
         /// Another share of freed bytes under which growth counts as a burst.
         burst_free_ratio: f64,
-        /// Unmap old addresses of moved memory on the background thread (or not).
-        background_unmap: bool,
     }
     /// Another floor and fraction of the unused mapped bytes kept.
     pub fn cache(mut self, floor: usize, fraction: f64) -> Self {

@@ -48,10 +48,6 @@ pub struct VmDetail {
     pub streams_dropped: u64,
     /// Host bytes of the layer's own bookkeeping.
     pub metadata_bytes: usize,
-    /// Pages of old addresses (counted as unmapped) whose unmapping was handed to
-    /// devpool's background thread and is not yet seen done
-    /// ([`VmConfig::background_unmap`](crate::VmConfig::background_unmap)).
-    pub unmapping_pages: u64,
 }
 
 impl fmt::Display for VmDetail {
@@ -125,7 +121,6 @@ impl PageLayer {
             event_waits: self.calls.waits,
             streams_dropped: self.calls.streams_dropped,
             metadata_bytes,
-            unmapping_pages: self.unmapping_pages(),
         }
     }
 
@@ -242,20 +237,6 @@ impl PageLayer {
             return Err(format!(
                 "counts {n:?}; bitmaps: {mapped} mapped, {used} used, {retiring} retiring, {moved} moved"
             ));
-        }
-        for j in &self.unmapping.jobs {
-            let rg = self
-                .range(j.r)
-                .map_err(|_| format!("an unmapping job in unknown range {:?}", j.r))?;
-            if j.e > rg.pages() || j.s >= j.e {
-                return Err(format!("an unmapping job of pages {}..{}", j.s, j.e));
-            }
-            if rg.mapped.count(j.s, j.e) > 0 {
-                return Err(format!(
-                    "range {:?} pages {}..{}: mapped while their old mapping is being unmapped",
-                    j.r, j.s, j.e
-                ));
-            }
         }
         let queued: u64 = self.retire.chunks().map(|c| (c.2 - c.1) as u64).sum();
         if queued != retiring {

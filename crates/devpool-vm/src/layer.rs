@@ -116,8 +116,6 @@ pub struct PageLayer {
     ///
     /// [`release_deferred`]: Self::release_deferred
     pub(crate) deferred: Option<crate::deferred::Deferred>,
-    /// Old addresses whose unmapping was handed to devpool's background thread.
-    pub(crate) unmapping: crate::unmapper::Unmapping,
 }
 
 impl PageLayer {
@@ -148,7 +146,6 @@ impl PageLayer {
             can_alias,
             reserved_ahead: false,
             deferred: None,
-            unmapping: Default::default(),
         }
     }
 
@@ -249,10 +246,6 @@ impl PageLayer {
         if rg.top > 0 {
             return Ok(false);
         }
-        let pages = rg.pages();
-        // Old addresses in it still being unmapped in the background go first.
-        self.clear_unmapping(r, 0, pages)?;
-        let rg = self.range(r)?;
         let (base, size) = (DevicePtr(rg.base), rg.size as usize);
         self.backend.unreserve(base, size)?;
         self.calls.unreserves += 1;
@@ -476,7 +469,7 @@ impl PageLayer {
             // bound (a loop of one small block) would otherwise unmap its only page
             // at every window's end and map it again at the next allocation.
             let _ = self.enforce(0, 1);
-            self.sweep_moved_later();
+            let _ = self.sweep_moved(false);
         }
         // Now and then, unmap what waits for streams that have passed: retiring
         // chunks, and the old addresses of memory that moved (so that a block rarely
@@ -485,7 +478,7 @@ impl PageLayer {
             self.since_poll += 1;
             if self.since_poll >= POLL_EVERY {
                 let _ = self.poll(false);
-                self.sweep_moved_later();
+                let _ = self.sweep_moved(false);
             }
         }
     }

@@ -91,7 +91,6 @@ mod queue;
 mod range;
 mod retire;
 mod summed;
-mod unmapper;
 mod uses;
 
 pub use config::{VmConfig, BURST_ON};

@@ -71,9 +71,6 @@ impl PageLayer {
                     end = rg.mapped.next(t, want, true);
                 }
             }
-            // Old addresses still being unmapped in the background must be gone
-            // before anything is mapped over them.
-            self.clear_unmapping(r, s, end)?;
             // New memory up to the limit raises no peak; past it, unused memory the
             // pool holds elsewhere moves here first, and only the rest is new.
             let held = self.n.mapped - self.n.moved;

@@ -45,13 +45,12 @@ impl PageLayer {
         if self.n.unused == 0 || want == 0 {
             return Ok(0);
         }
-        if self.n.moved > 0 || !self.unmapping.jobs.is_empty() {
+        if self.n.moved > 0 {
             // Memory that moved may still be mapped at its old address too: a chunk
             // it moved to must not go while that mapping lives, or the memory would
-            // stay held unseen. Old addresses go first, those handed to the
-            // background thread too.
+            // stay held unseen. Old addresses go first.
             let _ = self.sweep_moved(false);
-            if self.n.moved > 0 || !self.unmapping.jobs.is_empty() {
+            if self.n.moved > 0 {
                 return Ok(0);
             }
         }
@@ -138,43 +137,12 @@ impl PageLayer {
 
     /// Unmap the old addresses of moved chunks whose streams have passed (waiting
     /// for them when `wait`), all at once: neighbours go in one call.
-    /// Old addresses handed to the background thread are done first.
     pub(crate) fn sweep_moved(&mut self, wait: bool) -> Result<u64> {
-        let settled = self.settle_unmapping();
         let (chunks, err) = self.take_done(Queue::Moved, wait, usize::MAX);
         let (pages, err2) = self.unmap_chunks(chunks);
-        match settled.err().or(err).or(err2) {
+        match err.or(err2) {
             Some(e) => Err(e),
             None => Ok(pages),
-        }
-    }
-
-    /// The free path's sweep of old addresses: those whose streams have passed are
-    /// counted as unmapped now, and unmapped on devpool's background thread when
-    /// the layer is set so ([`VmConfig::background_unmap`]), else here. Never waits
-    /// for a stream.
-    ///
-    /// [`VmConfig::background_unmap`]: crate::VmConfig::background_unmap
-    pub(crate) fn sweep_moved_later(&mut self) {
-        if !self.cfg.background_unmap {
-            let _ = self.sweep_moved(false);
-            return;
-        }
-        self.collect_unmapped();
-        let (mut chunks, _) = self.take_done(Queue::Moved, false, usize::MAX);
-        chunks.sort_unstable();
-        let mut i = 0;
-        while i < chunks.len() {
-            let (r, s, mut e) = chunks[i];
-            let mut starts = vec![s];
-            let mut j = i + 1;
-            while j < chunks.len() && chunks[j].0 == r && chunks[j].1 == e {
-                starts.push(e);
-                e = chunks[j].2;
-                j += 1;
-            }
-            self.unmap_moved_later(r, s, e, starts);
-            i = j;
         }
     }
 
@@ -359,27 +327,6 @@ impl PageLayer {
         (pages, first_err)
     }
 
-    /// Count retiring pages `[s, e)` of range `r` (whole chunks, all moved or none)
-    /// as unmapped.
-    pub(crate) fn unmapped(&mut self, r: RangeId, s: usize, e: usize, moved: bool) {
-        let n = (e - s) as u64;
-        let rg = at(&mut self.ranges, r);
-        rg.retiring.set(s, e, false);
-        rg.moved.set(s, e, false);
-        rg.mapped.set(s, e, false);
-        rg.head.set(s, e, false);
-        if e >= rg.top {
-            rg.top = rg.mapped.prev(0, s, true).map_or(0, |q| q + 1);
-        }
-        self.n.retiring -= n;
-        self.n.mapped -= n;
-        if moved {
-            self.n.moved -= n;
-        }
-        self.calls.unmaps += 1;
-        self.sync_held();
-    }
-
     /// Unmap retiring pages `[s, e)` of range `r` (whole chunks, all moved or none).
     /// On failure pages not moved stay mapped, as cache; moved ones stay retiring.
     fn unmap_run(&mut self, r: RangeId, s: usize, e: usize, moved: bool) -> Result<()> {
@@ -389,13 +336,26 @@ impl PageLayer {
         let res = self
             .backend
             .unmap(DevicePtr(base + ((s as u64) << shift)), (e - s) << shift);
+        let rg = at(&mut self.ranges, r);
         match res {
             Ok(()) => {
-                self.unmapped(r, s, e, moved);
+                rg.retiring.set(s, e, false);
+                rg.moved.set(s, e, false);
+                rg.mapped.set(s, e, false);
+                rg.head.set(s, e, false);
+                if e >= rg.top {
+                    rg.top = rg.mapped.prev(0, s, true).map_or(0, |q| q + 1);
+                }
+                self.n.retiring -= n;
+                self.n.mapped -= n;
+                if moved {
+                    self.n.moved -= n;
+                }
+                self.calls.unmaps += 1;
+                self.sync_held();
                 Ok(())
             }
             Err(err) => {
-                let rg = at(&mut self.ranges, r);
                 if !moved {
                     rg.retiring.set(s, e, false);
                     self.n.retiring -= n;

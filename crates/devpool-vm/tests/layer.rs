@@ -461,8 +461,6 @@ fn a_block_on_moved_pages_unmaps_only_them_and_the_rest_go_on_frees() {
     // A block that shares low's last page: freeing it maps or unmaps nothing itself.
     let shared = (b + 3 * page / 2, b + 2 * page);
     for _ in 0..16 {
-        // Old addresses go on the background thread: what it has taken is done.
-        devpool_core::background::quiesce();
         let before = mock.counters().pages_unmapped;
         vm.acquire(r, shared, room).unwrap();
         assert_eq!(
@@ -473,7 +471,6 @@ fn a_block_on_moved_pages_unmaps_only_them_and_the_rest_go_on_frees() {
         vm.release(r, shared, S);
     }
     assert_eq!(vm.detail().moved_pages, 0, "{}", vm.detail());
-    devpool_core::background::quiesce();
     assert!(mock.counters().pages_unmapped - unmapped >= moved);
     vm.verify([(r, low.0, low.1), (r, mid.0, mid.1), (r, onto.0, onto.1)])
         .unwrap();
