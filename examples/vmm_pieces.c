@@ -11,32 +11,7 @@
 // cuMemUnmap can cover several adjacent mappings and what it costs against one call
 // per mapping; then whether cuMemMap takes a nonzero offset into a physical
 // allocation (CUDA 13.0's documentation says the offset must be zero).
-#include <cuda.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-
-#define CK(x)                                                                          \
-    do {                                                                               \
-        CUresult r_ = (x);                                                             \
-        if (r_ != CUDA_SUCCESS) {                                                      \
-            const char *s_;                                                            \
-            cuGetErrorName(r_, &s_);                                                   \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, s_);             \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
-
-static double now_us(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "vmm_common.h"
 
 static double median(double *v, int n) {
     qsort(v, n, sizeof *v, cmp);

@@ -19,24 +19,11 @@
 //   moves beside   the same while the worker unmaps
 // Prints, per phase, the caller's per-iteration latency (median, p99, p99.9, max, in
 // microseconds) and the worker's operations.
-#include <cuda.h>
+#include "vmm_common.h"
 #include <cuda_runtime.h>
 #include <pthread.h>
 #include <atomic>
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
 
-#define CK(x)                                                                          \
-    do {                                                                               \
-        CUresult r_ = (x);                                                             \
-        if (r_ != CUDA_SUCCESS) {                                                      \
-            const char *s_;                                                            \
-            cuGetErrorName(r_, &s_);                                                   \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, s_);             \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
 #define RT(x)                                                                          \
     do {                                                                               \
         cudaError_t r_ = (x);                                                          \
@@ -49,17 +36,6 @@
 
 __global__ void tiny(int *p) {
     if (p) *p += 1;
-}
-
-static double now_us(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 #define CHUNKS 256
