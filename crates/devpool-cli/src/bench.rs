@@ -32,6 +32,12 @@ pub struct BenchArgs {
     /// and allocates another; ns per operation at each N. Not run by default.
     #[arg(long, value_delimiter = ',')]
     pub live: Vec<usize>,
+    /// How the scaling workload reads its own table of live blocks: `warm` fetches
+    /// each step's slot a few steps early, so the block freed is in the cache as a
+    /// program's record of a tensor is when it frees it; `cold` reads it when the
+    /// step comes, and at 10^6 blocks every step then waits for memory first.
+    #[arg(long, value_enum, default_value_t = crate::live::Table::Warm)]
+    pub live_table: crate::live::Table,
 }
 
 /// One measured figure.
@@ -333,7 +339,7 @@ pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<()> {
             }
         }
     }
-    let live = crate::live::run_all(&names, &args.live, backend_args, args.json)?;
+    let live = crate::live::run_all(&names, &args.live, backend_args, args.live_table, args.json)?;
     let table_rows = out.len();
     out.extend(live.iter().cloned());
     // The FIFO workload measures device memory held: the host reference has none.
@@ -523,6 +529,7 @@ mod tests {
             steps,
             pairs,
             live: vec![],
+            live_table: crate::live::Table::Warm,
         };
         assert!(check_args(&args(vec![1, 2], 10, 10)).is_ok());
         for bad in [
