@@ -109,7 +109,36 @@ pub fn live(
     }
     failures += (n - live.len()) as u64;
     let start = Instant::now();
-    let (mut done, mut ops) = (0usize, 0u64);
+    let (ops, failed) = timed_steps(alloc, &mut live, &sizes, &mut rng, steps, budget, table);
+    failures += failed;
+    let took = start.elapsed();
+    for b in live {
+        alloc.free(b).expect("free of a live block");
+    }
+    LiveRun {
+        ops,
+        took,
+        failures,
+    }
+}
+
+/// The timed steps of [`live`]: (operations, failed allocations). A function of its
+/// own, never inlined, so that an instruction count can take these steps alone:
+/// `valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*timed_steps*'
+/// devpool bench --pairs 1 --steps 1 --threads 1 --live N --strategies S --json`
+/// (instructions per operation: the count over the row's `ops`).
+#[inline(never)]
+fn timed_steps(
+    alloc: &dyn Allocator,
+    live: &mut Vec<Block>,
+    sizes: &[usize],
+    rng: &mut Rng,
+    steps: usize,
+    budget: Duration,
+    table: Table,
+) -> (u64, u64) {
+    let start = Instant::now();
+    let (mut done, mut ops, mut failures) = (0usize, 0u64, 0u64);
     // The draws of the next AHEAD steps, in the order they come.
     let mut next = [0u64; AHEAD];
     for d in next.iter_mut() {
@@ -145,15 +174,7 @@ pub fn live(
             break;
         }
     }
-    let took = start.elapsed();
-    for b in live {
-        alloc.free(b).expect("free of a live block");
-    }
-    LiveRun {
-        ops,
-        took,
-        failures,
-    }
+    (ops, failures)
 }
 
 /// Steps per `live N` figure at most; the time budget usually ends it first.
