@@ -5,6 +5,7 @@
 #   tests.txt         the GPU tests (one GPU; two-GPU tests too when two are present)
 #   bench.json        `devpool bench --backend cuda`: strategies against cuMemAlloc and cuMemAllocAsync
 #   live.json         `devpool bench --backend cuda --live ...`: cost per operation with N blocks live
+#                     (the caller's table read as LIVE_TABLE says: warm, the default, or cold)
 #   compare.json      `devpool compare --backend cuda`: the bundled traces replayed on the GPU
 #   summary.json/.md  scripts/gpu-proof.sh: the C example, PyTorch and CuPy through the C ABI
 #                     (its logs in \$PROOF_DIR, default OUT_DIR/proof)
@@ -46,6 +47,7 @@ PY
 fi
 if has live; then
     timeout 300 .gpu/devpool bench --backend cuda --threads 1 --json --live 1000,10000,100000,1000000 \
+        --live-table "${LIVE_TABLE:-warm}" \
         --strategies "${LIVE_STRATEGIES:-cuMemAllocAsync,slab,tlsf-virtual,hybrid}" > "$out/live.json"
     python3 - "$out/live.json" <<'PY'
 import json, sys
