@@ -12,9 +12,11 @@
 //! the path of every call.
 //!
 //! The caller's own table of N blocks is part of every step, as it is in real
-//! programs, and it outgrows the caches as N grows. The first row, `caller only`,
-//! runs the same steps with an allocator that does no work: the workload's own share
-//! of each figure.
+//! programs, and it outgrows the caches as N grows. By default ([`Table::Warm`]) each
+//! step's slot is fetched a few steps early, as a program's record of a block is in
+//! the cache when it frees it; [`Table::Cold`] reads it when the step comes. The
+//! first row, `caller only`, runs the same steps with an allocator that does no work:
+//! the workload's own share of each figure.
 
 use crate::bench::{figure, result, BenchResult};
 use crate::cabi::CAbi;
@@ -291,12 +293,16 @@ mod tests {
     use super::*;
     use devpool_testing::MockBackend;
 
+    /// A slab strategy on a fresh mock backend.
+    fn slab_on_mock() -> Box<dyn Allocator> {
+        devpool::StrategySpec::Slab(devpool::slab::SlabConfig::geometric(4, 1 << 32))
+            .build(MockBackend::shared())
+    }
+
     #[test]
     fn keeps_n_blocks_live_and_frees_them_all() {
-        let mock = MockBackend::shared();
         // One stream, one thread, one route: the slab's peak is exact.
-        let a = devpool::StrategySpec::Slab(devpool::slab::SlabConfig::geometric(4, 1 << 32))
-            .build(mock.clone());
+        let a = slab_on_mock();
         let r = live(&*a, 500, 2000, Duration::from_secs(60), Table::Warm);
         assert_eq!((r.ops, r.failures), (4000, 0));
         let s = a.stats();
@@ -313,8 +319,7 @@ mod tests {
         // freed and the same sizes allocated, so the allocator ends with the same
         // counts and peaks (not the figures the workload computes itself).
         let run = |table| {
-            let a = devpool::StrategySpec::Slab(devpool::slab::SlabConfig::geometric(4, 1 << 32))
-                .build(MockBackend::shared());
+            let a = slab_on_mock();
             let r = live(&*a, 300, 5000, Duration::from_secs(60), table);
             (r.ops, r.failures, a.stats())
         };
@@ -325,10 +330,9 @@ mod tests {
         assert_eq!(warm.2.reserved_bytes, cold.2.reserved_bytes);
         assert_eq!(warm.2.allocations, cold.2.allocations);
         // Different draws would free other blocks: a different seed shows the check
-        // can tell (the peak of requested bytes moves).
+        // can tell (the peak of live requested bytes moves).
         let other = {
-            let a = devpool::StrategySpec::Slab(devpool::slab::SlabConfig::geometric(4, 1 << 32))
-                .build(MockBackend::shared());
+            let a = slab_on_mock();
             let _ = live(&*a, 301, 5000, Duration::from_secs(60), Table::Warm);
             a.stats()
         };
