@@ -42,7 +42,11 @@ for n in names:
     fig = lambda r, k, scale, prec: "-" if r is None else "failed" if r[k] is None else "%.*f%s" % (prec, r[k] / scale, "*" if r["failures"] else "")
     cells = ["%13s" % fig(get(w), "ns_per_op", 1, 1) for w in work]
     thr = [get("pair 64 KiB, own stream per thread", t) for t in (1, 4, 16)]
-    print("%-16s" % n + "".join(cells) + "   " + " / ".join(fig(r, "ops_per_sec", 1e6, 2) for r in thr))
+    rnd = get("random op")
+    mem = "" if rnd is None else "   random op: %s memory calls, held / live %s" % (
+        rnd.get("memory_calls", "-"),
+        "-" if rnd.get("held_over_live") is None else "%.3f" % rnd["held_over_live"])
+    print("%-16s" % n + "".join(cells) + "   " + " / ".join(fig(r, "ops_per_sec", 1e6, 2) for r in thr) + mem)
 PY
 fi
 if has live; then

@@ -58,7 +58,8 @@ pub struct BenchResult {
     pub seconds: f64,
     pub failures: u64,
     pub backend: String,
-    /// FIFO workload only: peak device bytes held over peak live bytes.
+    /// FIFO workload and random op: peak device bytes held over peak live bytes
+    /// (requested) during the timed steps.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub held_over_live: Option<f64>,
     /// FIFO workload only: backend calls that took or gave back memory after the
@@ -113,14 +114,45 @@ fn pair(
     (n, start.elapsed(), fails)
 }
 
+/// What one run of the random loop did.
+struct RandomRun {
+    /// Steps completed, time, failed allocations.
+    ops: (u64, Duration, u64),
+    /// The backend's memory calls during the timed steps.
+    calls: u64,
+    /// The most bytes (as requested) live at once.
+    peak_live: u64,
+}
+
+/// The random op of `strategy`: the loop, its memory calls, and the most device
+/// memory held during it over the most live. The backend's high-water mark starts
+/// again at the loop (the pair workloads before it held up to 64 MiB); the driver's
+/// own pool (cuMemAllocAsync), which the backend does not see, reports its pool's
+/// high-water mark since it was made, which the pairs' few blocks stay below.
+fn random_op(strategy: &str, alloc: &dyn Allocator, steps: usize, backend: &str) -> BenchResult {
+    alloc.backend().reset_peak_bytes();
+    let run = random_loop(alloc, steps, 42);
+    let mut held = alloc.backend().counters().bytes_in_use.peak;
+    if crate::target::BASELINES.contains(&strategy) && held == 0 {
+        held = alloc.stats().reserved_bytes.peak;
+    }
+    BenchResult {
+        memory_calls: Some(run.calls),
+        held_over_live: (run.peak_live > 0).then(|| held as f64 / run.peak_live as f64),
+        ..result(strategy, "random op", 1, run.ops, backend)
+    }
+}
+
 /// The RMM-style loop: up to 1000 live blocks, sizes log-uniform in [256 B, 16 MiB],
 /// each step allocates or frees a random live block with equal odds; (steps
 /// completed, time, failed allocations): a step whose allocation failed is not
-/// completed. Also the backend's memory calls during the timed steps.
-fn random_loop(alloc: &dyn Allocator, steps: usize, seed: u64) -> ((u64, Duration, u64), u64) {
+/// completed. Also the backend's memory calls during the timed steps, and the peak
+/// of live bytes.
+fn random_loop(alloc: &dyn Allocator, steps: usize, seed: u64) -> RandomRun {
     let mut rng = Rng::new(seed);
     let sizes: Vec<usize> = (0..4096).map(|_| rng.log_uniform(256, 16 << 20)).collect();
     let mut live: Vec<Block> = Vec::with_capacity(1000);
+    let (mut live_bytes, mut peak_live) = (0u64, 0u64);
     let mut fails = 0;
     let calls = || alloc.backend().counters().memory_calls();
     let calls_before = calls();
@@ -131,6 +163,8 @@ fn random_loop(alloc: &dyn Allocator, steps: usize, seed: u64) -> ((u64, Duratio
         if live.is_empty() || (live.len() < 1000 && r & 1 == 0) {
             match alloc.alloc(sizes[(r >> 8) as usize & 4095]) {
                 Ok(b) => {
+                    live_bytes += b.requested as u64;
+                    peak_live = peak_live.max(live_bytes);
                     live.push(b);
                     n += 1;
                 }
@@ -139,6 +173,7 @@ fn random_loop(alloc: &dyn Allocator, steps: usize, seed: u64) -> ((u64, Duratio
         } else {
             let i = ((r >> 1) % live.len() as u64) as usize;
             let b = live.swap_remove(i);
+            live_bytes -= b.requested as u64;
             alloc.free(b).expect("free of a live block");
             n += 1;
         }
@@ -152,7 +187,11 @@ fn random_loop(alloc: &dyn Allocator, steps: usize, seed: u64) -> ((u64, Duratio
     for b in live {
         alloc.free(b).expect("free of a live block");
     }
-    ((n, took, fails), made)
+    RandomRun {
+        ops: (n, took, fails),
+        calls: made,
+        peak_live,
+    }
 }
 
 /// Pairs on `threads` threads, each on its own stream; (pairs completed by all,
@@ -312,16 +351,15 @@ pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<()> {
         }
         // A strategy that reuses memory only once empty would grow without bound.
         if alloc.reuse() == Reuse::OnFree {
-            let (r, calls) = random_loop(&*alloc, args.steps, 42);
-            out.push(BenchResult {
-                memory_calls: Some(calls),
-                ..result(s, "random op", 1, r, be)
-            });
+            out.push(random_op(s, &*alloc, args.steps, be));
             if !args.json {
+                let r = out.last();
                 eprintln!(
-                    "{s:>18} {:<14} {:>10} ns  ({calls} memory calls)",
+                    "{s:>18} {:<14} {:>10} ns  ({} memory calls; held / live {:.3})",
                     "random op",
-                    figure(out.last())
+                    figure(r),
+                    r.and_then(|r| r.memory_calls).unwrap_or(0),
+                    r.and_then(|r| r.held_over_live).unwrap_or(0.0)
                 );
             }
         }
@@ -452,7 +490,11 @@ mod tests {
         // timed steps are not counted.
         let mock = MockBackend::shared();
         let a = direct(mock.clone());
-        let ((n, _, fails), calls) = random_loop(&a, 2000, 7);
+        let RandomRun {
+            ops: (n, _, fails),
+            calls,
+            ..
+        } = random_loop(&a, 2000, 7);
         assert_eq!(fails, 0);
         assert_eq!(calls, n, "one region call per step");
         let all = devpool_core::Backend::counters(&*mock);
@@ -461,6 +503,37 @@ mod tests {
             all.region_allocs, all.region_frees,
             "every block freed at the end"
         );
+    }
+
+    #[test]
+    fn the_random_op_measures_memory_over_its_own_steps() {
+        // A direct pool holds each live block's region and nothing else. Its own
+        // count of requested bytes gives the live peak independently of the loop's.
+        let mock = MockBackend::shared();
+        let a = direct(mock.clone());
+        let r = random_op("direct", &a, 300, "mock");
+        let ratio = r.held_over_live.expect("blocks were live");
+        let held = devpool_core::Backend::counters(&*mock).bytes_in_use.peak;
+        let live = a.stats().live_bytes.peak;
+        assert!(
+            (ratio - held as f64 / live as f64).abs() < 1e-9,
+            "{ratio} against {held} / {live}"
+        );
+        assert!((1.0..1.2).contains(&ratio), "held over live {ratio}");
+        assert_eq!(r.workload, "random op");
+        assert!(r.memory_calls.is_some_and(|c| c > 0));
+        // A 1 GiB block held and freed before the loop stays in the backend's
+        // high-water mark unless the loop starts it again; the same loop then
+        // reports what it held, not the pair's peak.
+        let mock = MockBackend::shared();
+        let b = direct(mock.clone());
+        let _ = pair(&b, 1 << 30, StreamId::DEFAULT, 10, Duration::from_secs(5));
+        assert!(
+            held < 1 << 30,
+            "the loop alone holds less than the pair: {held}"
+        );
+        let again = random_op("direct", &b, 300, "mock");
+        assert_eq!(again.held_over_live, r.held_over_live);
     }
 
     #[test]
@@ -489,7 +562,7 @@ mod tests {
         let r = pair(&a, 4096, StreamId::DEFAULT, 640, Duration::from_secs(5));
         assert_eq!(r.2, 1, "one injected fault");
         assert_eq!(r.0, 639, "the failed pair is not counted: {r:?}");
-        let (steps, _) = random_loop(&small, 1000, 1);
+        let RandomRun { ops: steps, .. } = random_loop(&small, 1000, 1);
         assert!(steps.2 > 0, "allocations failed on the 1 MiB device");
         assert_eq!(steps.0 + steps.2, 1000, "each step completed or failed");
     }
