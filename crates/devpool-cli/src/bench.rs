@@ -128,7 +128,8 @@ struct RandomRun {
 /// memory held during it over the most live. The backend's high-water mark starts
 /// again at the loop (the pair workloads before it held up to 64 MiB); the driver's
 /// own pool (cuMemAllocAsync), which the backend does not see, reports its pool's
-/// high-water mark since it was made, which the pairs' few blocks stay below.
+/// high-water mark since it was made, which the pairs' few blocks stay below. None
+/// for the host's `malloc`, which holds no device memory.
 fn random_op(strategy: &str, alloc: &dyn Allocator, steps: usize, backend: &str) -> BenchResult {
     alloc.backend().reset_peak_bytes();
     let run = random_loop(alloc, steps, 42);
@@ -138,7 +139,8 @@ fn random_op(strategy: &str, alloc: &dyn Allocator, steps: usize, backend: &str)
     }
     BenchResult {
         memory_calls: Some(run.calls),
-        held_over_live: (run.peak_live > 0).then(|| held as f64 / run.peak_live as f64),
+        // The host's `malloc` holds no device memory: no figure, rather than 0.
+        held_over_live: (run.peak_live > 0 && held > 0).then(|| held as f64 / run.peak_live as f64),
         ..result(strategy, "random op", 1, run.ops, backend)
     }
 }
@@ -354,12 +356,14 @@ pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<()> {
             out.push(random_op(s, &*alloc, args.steps, be));
             if !args.json {
                 let r = out.last();
+                let held = r
+                    .and_then(|r| r.held_over_live)
+                    .map_or(String::new(), |h| format!("; held / live {h:.3}"));
                 eprintln!(
-                    "{s:>18} {:<14} {:>10} ns  ({} memory calls; held / live {:.3})",
+                    "{s:>18} {:<14} {:>10} ns  ({} memory calls{held})",
                     "random op",
                     figure(r),
                     r.and_then(|r| r.memory_calls).unwrap_or(0),
-                    r.and_then(|r| r.held_over_live).unwrap_or(0.0)
                 );
             }
         }
