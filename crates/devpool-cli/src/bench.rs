@@ -38,6 +38,11 @@ pub struct BenchArgs {
     /// step comes, and at 10^6 blocks every step then waits for memory first.
     #[arg(long, value_enum, default_value_t = crate::live::Table::Warm)]
     pub live_table: crate::live::Table,
+    /// Settings laid over every strategy they concern, as for `compare --config`
+    /// (e.g. "burst=on", "move_memory=off;chunk_divisor=1"); rows of the strategies
+    /// they change, the C ABI's row too, carry them in their name.
+    #[arg(long)]
+    pub config: Option<String>,
 }
 
 /// One measured figure.
@@ -327,6 +332,12 @@ fn check_args(args: &BenchArgs) -> Result<()> {
 
 pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<()> {
     check_args(&args)?;
+    let overlay = args
+        .config
+        .as_deref()
+        .map(crate::overlay::Overlay::parse)
+        .transpose()?;
+    let overlay = overlay.as_ref();
     let names = crate::reference::with_references(&args.strategies, backend_args)?;
     let mut threads = args.threads.clone();
     if threads.is_empty() {
@@ -337,9 +348,11 @@ pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<()> {
     }
     let mut out = Vec::new();
     let be = backend_args.backend.name();
-    for s in &names {
+    for name in &names {
         let target = fresh_backend(backend_args)?;
-        let alloc: Arc<dyn Allocator> = Arc::from(crate::reference::build(s, &target)?);
+        let (alloc, label) = crate::reference::build(name, &target, overlay)?;
+        let alloc: Arc<dyn Allocator> = Arc::from(alloc);
+        let s = &label;
         for (w, size) in [
             ("pair 4 KiB", 4usize << 10),
             ("pair 1 MiB", 1 << 20),
@@ -381,15 +394,23 @@ pub fn bench(args: BenchArgs, backend_args: &BackendArgs) -> Result<()> {
             }
         }
     }
-    let live = crate::live::run_all(&names, &args.live, backend_args, args.live_table, args.json)?;
+    let live = crate::live::run_all(
+        &names,
+        &args.live,
+        backend_args,
+        args.live_table,
+        args.json,
+        overlay,
+    )?;
     let table_rows = out.len();
     out.extend(live.iter().cloned());
     // The FIFO workload measures device memory held: the host reference has none.
-    for s in names
+    for name in names
         .iter()
         .filter(|s| !crate::reference::REFERENCES.contains(&s.as_str()))
     {
-        let r = crate::fifo::run(s, backend_args, args.pairs, BUDGET)?;
+        let r = crate::fifo::run(name, backend_args, args.pairs, BUDGET, overlay)?;
+        let s = &r.strategy;
         if !args.json {
             eprintln!(
                 "{s:>18} {:<14} {:>10} ns  (held / live {:.4}, {} memory calls in the steady state)",
@@ -607,6 +628,7 @@ mod tests {
             pairs,
             live: vec![],
             live_table: crate::live::Table::Warm,
+            config: None,
         };
         assert!(check_args(&args(vec![1, 2], 10, 10)).is_ok());
         for bad in [

@@ -7,6 +7,7 @@
 //! the command line, and may run only once per process with other settings.
 
 use crate::error::CliError;
+use crate::overlay::Overlay;
 use crate::reference::keeps_nothing;
 use devpool::BackendKind;
 use devpool_core::{Allocator, Backend, Block, DevicePtr, Error, Request, Result, StreamId};
@@ -25,23 +26,30 @@ pub(crate) struct CAbi {
 }
 
 impl CAbi {
-    /// Configure the C ABI for its default strategy (the hybrid) on `backend` and use
-    /// `device`; `target` only answers [`Allocator::backend`]. Fails when the C ABI
-    /// of this process already has other settings.
+    /// Configure the C ABI for its default strategy (the hybrid) on `backend`, with
+    /// the `--config` settings, and use `device`; `target` only answers
+    /// [`Allocator::backend`]. Fails when the C ABI of this process already has other
+    /// settings.
     pub(crate) fn new(
         backend: BackendKind,
         device: u32,
         target: Arc<dyn Backend>,
+        overlay: Option<&Overlay>,
     ) -> std::result::Result<Self, CliError> {
         let strategy = devpool::StrategySpec::default();
-        let name = format!("{strategy} (C ABI)");
+        let changed = overlay.is_some_and(|o| o.apply(strategy.clone()).1);
+        let label = crate::reference::label(&strategy.to_string(), changed, overlay);
+        let name = format!("{label} (C ABI)");
+        let extra = overlay.map_or(String::new(), |o| format!(";{}", o.text()));
         let refused = |code| CliError::CAbi {
             row: name.clone(),
             code,
         };
         // Names and numbers: no NUL inside.
-        let cfg = CString::new(format!("strategy={strategy};backend={backend};log=off"))
-            .map_err(|_| refused(DEVPOOL_ERR_INVALID))?;
+        let cfg = CString::new(format!(
+            "strategy={strategy};backend={backend};log=off{extra}"
+        ))
+        .map_err(|_| refused(DEVPOOL_ERR_INVALID))?;
         // SAFETY: `cfg` is a NUL-terminated string that lives across the call.
         let rc = unsafe { devpool_configure(cfg.as_ptr()) };
         if rc != DEVPOOL_OK {

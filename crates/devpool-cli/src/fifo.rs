@@ -12,6 +12,7 @@
 
 use crate::bench::BenchResult;
 use crate::error::Result;
+use crate::overlay::Overlay;
 use crate::target::{build, fresh_backend, BASELINES};
 use crate::BackendArgs;
 use devpool_core::{Allocator, Block, Rng};
@@ -27,16 +28,19 @@ pub const WARM_STEPS: usize = SIZES + DEPTH;
 /// The workload's name in tables and JSON.
 pub const WORKLOAD: &str = "fifo";
 
-/// Run the FIFO workload for `strategy` on a fresh backend: at most `max_steps`
+/// Run the FIFO workload for `strategy` (with the `--config` settings that concern it)
+/// on a fresh backend: at most `max_steps`
 /// measured steps, or `budget` of wall time.
 pub fn run(
     strategy: &str,
     args: &BackendArgs,
     max_steps: usize,
     budget: Duration,
+    overlay: Option<&Overlay>,
 ) -> Result<BenchResult> {
     let target = fresh_backend(args)?;
-    let (alloc, _) = build(strategy, &target, None)?;
+    let (alloc, changed) = build(strategy, &target, overlay)?;
+    let label = crate::reference::label(strategy, changed, overlay);
     let backend = alloc.backend().clone();
     let mut rng = Rng::new(7);
     let sizes: Vec<usize> = (0..SIZES)
@@ -101,7 +105,7 @@ pub fn run(
         held_over_live: Some(peak_held as f64 / peak_live.max(1) as f64),
         steady_memory_calls: Some(steady_calls),
         ..crate::bench::result(
-            strategy,
+            &label,
             WORKLOAD,
             1,
             (done, took, failures),

@@ -21,6 +21,7 @@
 use crate::bench::{figure, result, BenchResult};
 use crate::cabi::CAbi;
 use crate::error::{CliError, Result};
+use crate::overlay::Overlay;
 use crate::target::fresh_backend;
 use crate::BackendArgs;
 use devpool::StrategySpec;
@@ -184,8 +185,8 @@ const STEPS: usize = 1_000_000;
 /// Most time the timed steps of one figure may take.
 const BUDGET: Duration = Duration::from_millis(1500);
 
-/// Run `live N` for every strategy in `names` and every count in `counts`, each on a
-/// fresh backend. Not for a strategy that reuses no memory until it is empty (the
+/// Run `live N` for every strategy in `names` (with the `--config` settings that
+/// concern it) and every count in `counts`, each on a fresh backend. Not for a strategy that reuses no memory until it is empty (the
 /// arena), nor for the host `malloc` reference, whose blocks would be real host
 /// memory.
 pub fn run_all(
@@ -194,6 +195,7 @@ pub fn run_all(
     backend_args: &BackendArgs,
     table: Table,
     json: bool,
+    overlay: Option<&Overlay>,
 ) -> Result<Vec<BenchResult>> {
     let mut out = Vec::new();
     if counts.contains(&0) {
@@ -224,19 +226,24 @@ pub fn run_all(
     for s in first.iter().chain(devices) {
         for &n in counts {
             let target = fresh_backend(backend_args)?;
-            let alloc = crate::reference::build(s, &target)?;
+            let (alloc, label) = crate::reference::build(s, &target, overlay)?;
             // A strategy that reuses memory only once empty would grow without bound.
             if alloc.reuse() != Reuse::OnFree {
                 break;
             }
-            one(s, &*alloc, n);
+            one(&label, &*alloc, n);
         }
     }
     let default = StrategySpec::default();
     if names.iter().any(|s| *s == default.name()) {
         // The same workload through the C ABI, whose pointer table is on the path.
         let target = fresh_backend(backend_args)?;
-        let c = CAbi::new(backend_args.backend, backend_args.device, target.backend())?;
+        let c = CAbi::new(
+            backend_args.backend,
+            backend_args.device,
+            target.backend(),
+            overlay,
+        )?;
         for &n in counts {
             one(c.name(), &c, n);
         }

@@ -12,9 +12,9 @@ const REFUSED: [(&str, &str); 4] = [
     ("backend", "is set with --backend, not here"),
     (
         "mock_capacity",
-        "is fixed for the mock of compare and replay",
+        "is fixed for the mock of compare, replay and bench",
     ),
-    ("log", "does not apply to compare and replay"),
+    ("log", "does not apply to compare, replay and bench"),
 ];
 
 /// Parsed `--config` settings and the text they came from.
@@ -49,6 +49,11 @@ impl Overlay {
         let out = c.spec();
         let changed = out != spec;
         (out, changed)
+    }
+
+    /// The settings as given.
+    pub fn text(&self) -> &str {
+        &self.text
     }
 
     /// The name a report of `strategy` carries when the settings changed it.

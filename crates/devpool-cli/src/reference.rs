@@ -5,6 +5,7 @@
 //! trait).
 
 use crate::error::CliError;
+use crate::overlay::Overlay;
 use crate::target::Target;
 use crate::BackendArgs;
 use devpool_core::{
@@ -65,18 +66,30 @@ pub(crate) fn with_references(
     Ok(names)
 }
 
-/// Build a reference or a strategy by name on `target`.
+/// Build a reference or a strategy by name on `target`, with the `--config` settings
+/// that concern it; the name its rows carry (with the settings, where they changed
+/// it).
 pub(crate) fn build(
     name: &str,
     target: &Target,
-) -> std::result::Result<Box<dyn Allocator>, CliError> {
+    overlay: Option<&Overlay>,
+) -> std::result::Result<(Box<dyn Allocator>, String), CliError> {
     if name == "malloc" {
-        return Ok(Box::new(HostMalloc::new(target.backend())));
+        return Ok((Box::new(HostMalloc::new(target.backend())), name.into()));
     }
     if name == CALLER_ONLY {
-        return Ok(Box::new(Nothing::new(target.backend())));
+        return Ok((Box::new(Nothing::new(target.backend())), name.into()));
     }
-    crate::target::build(name, target, None).map(|(a, _)| a)
+    let (a, changed) = crate::target::build(name, target, overlay)?;
+    Ok((a, label(name, changed, overlay)))
+}
+
+/// The name of `name`'s rows: with the `--config` settings where they `changed` it.
+pub(crate) fn label(name: &str, changed: bool, overlay: Option<&Overlay>) -> String {
+    match overlay {
+        Some(o) if changed => o.label(name),
+        _ => name.to_string(),
+    }
 }
 
 /// `malloc` / `free` of the host (glibc on Linux), through Rust's `System` allocator:

@@ -69,3 +69,109 @@ fn the_clock_covers_every_worker() {
     assert!((ops / rate - seconds).abs() <= seconds * 1e-9, "{r}");
     assert_eq!(r["failures"], 0);
 }
+
+#[test]
+fn settings_laid_over_the_strategies_change_what_they_concern() {
+    // Whole pieces and no moving: the random loop's memory calls fall (an
+    // independent count: the same loop without the settings), the rows of the
+    // hybrid carry the settings, the slab's (which they do not concern) do not.
+    let run = |config: Option<&str>| {
+        let mut args = vec![
+            "bench",
+            "--strategies",
+            "slab,hybrid",
+            "--threads",
+            "1",
+            "--pairs",
+            "200",
+            "--steps",
+            "20000",
+            "--json",
+        ];
+        if let Some(c) = config {
+            args.extend(["--config", c]);
+        }
+        let out = devpool(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v.as_array().unwrap().clone()
+    };
+    let calls = |rows: &[serde_json::Value], name: &str| {
+        rows.iter()
+            .find(|r| r["strategy"] == name && r["workload"] == "random op")
+            .unwrap_or_else(|| panic!("no random op row for {name}"))["memory_calls"]
+            .as_u64()
+            .unwrap()
+    };
+    let plain = run(None);
+    let coarse = run(Some("chunk_divisor=1;move_memory=off"));
+    let label = "hybrid [chunk_divisor=1;move_memory=off]";
+    assert!(
+        calls(&coarse, label) < calls(&plain, "hybrid"),
+        "{} against {}",
+        calls(&coarse, label),
+        calls(&plain, "hybrid")
+    );
+    assert_eq!(calls(&coarse, "slab"), calls(&plain, "slab"));
+    for w in ["pair 4 KiB", "random op", "fifo"] {
+        let named = |rows: &[serde_json::Value], n: &str| {
+            rows.iter()
+                .any(|r| r["strategy"] == n && r["workload"] == w)
+        };
+        assert!(named(&coarse, label), "{w}: {coarse:?}");
+        assert!(!named(&coarse, "hybrid"), "{w}");
+    }
+    // The C ABI's row of the live-block table runs the hybrid with the settings.
+    let out = devpool(&[
+        "bench",
+        "--strategies",
+        "hybrid",
+        "--threads",
+        "1",
+        "--pairs",
+        "100",
+        "--steps",
+        "100",
+        "--live",
+        "100",
+        "--config",
+        "move_memory=off",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["workload"] == "live 100")
+        .map(|r| r["strategy"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "caller only",
+            "hybrid [move_memory=off]",
+            "hybrid [move_memory=off] (C ABI)"
+        ]
+    );
+    // Keys that other flags set, and bad settings, are clear errors.
+    for (bad, says) in [
+        ("strategy=slab", "--strategies"),
+        ("chunk_pages=0", "chunk_pages"),
+    ] {
+        let out = devpool(&["bench", "--strategies", "hybrid", "--config", bad]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bad} succeeded");
+        assert!(err.contains(says), "{bad}: {err}");
+        assert!(!err.contains("panicked"), "{bad}: {err}");
+    }
+}
