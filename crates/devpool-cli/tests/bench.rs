@@ -9,6 +9,18 @@ fn devpool(args: &[&str]) -> std::process::Output {
         .expect("the devpool binary runs")
 }
 
+/// The rows of a `devpool bench ... --json` run that must succeed.
+fn rows(args: &[&str]) -> Vec<serde_json::Value> {
+    let out = devpool(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v.as_array().expect("a JSON array").clone()
+}
+
 #[test]
 fn settings_that_measure_nothing_are_errors() {
     for (args, says) in [
@@ -33,7 +45,7 @@ fn the_clock_covers_every_worker() {
     // Each worker runs for 800 ms of its own time once let go; the clock starts
     // before they are let go and stops after the last one ends, so it can never
     // read less, however the threads were scheduled (more threads than cores here).
-    let out = devpool(&[
+    let v = rows(&[
         "bench",
         "--strategies",
         "slab",
@@ -45,18 +57,7 @@ fn the_clock_covers_every_worker() {
         "1000",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let threaded: Vec<&serde_json::Value> = v
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["threads"] == 8)
-        .collect();
+    let threaded: Vec<&serde_json::Value> = v.iter().filter(|r| r["threads"] == 8).collect();
     assert_eq!(threaded.len(), 1);
     let r = threaded[0];
     let seconds = r["seconds"].as_f64().unwrap();
@@ -91,14 +92,7 @@ fn settings_laid_over_the_strategies_change_what_they_concern() {
         if let Some(c) = config {
             args.extend(["--config", c]);
         }
-        let out = devpool(&args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v.as_array().unwrap().clone()
+        rows(&args)
     };
     let calls = |rows: &[serde_json::Value], name: &str| {
         rows.iter()
@@ -126,7 +120,7 @@ fn settings_laid_over_the_strategies_change_what_they_concern() {
         assert!(!named(&coarse, "hybrid"), "{w}");
     }
     // The C ABI's row of the live-block table runs the hybrid with the settings.
-    let out = devpool(&[
+    let v = rows(&[
         "bench",
         "--strategies",
         "hybrid",
@@ -142,15 +136,7 @@ fn settings_laid_over_the_strategies_change_what_they_concern() {
         "move_memory=off",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let names: Vec<&str> = v
-        .as_array()
-        .unwrap()
         .iter()
         .filter(|r| r["workload"] == "live 100")
         .map(|r| r["strategy"].as_str().unwrap())
