@@ -29,8 +29,7 @@ pub const WARM_STEPS: usize = SIZES + DEPTH;
 pub const WORKLOAD: &str = "fifo";
 
 /// Run the FIFO workload for `strategy` (with the `--config` settings that concern it)
-/// on a fresh backend: at most `max_steps`
-/// measured steps, or `budget` of wall time.
+/// on a fresh backend: at most `max_steps` measured steps, or `budget` of wall time.
 pub fn run(
     strategy: &str,
     args: &BackendArgs,

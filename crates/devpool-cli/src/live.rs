@@ -186,9 +186,9 @@ const STEPS: usize = 1_000_000;
 const BUDGET: Duration = Duration::from_millis(1500);
 
 /// Run `live N` for every strategy in `names` (with the `--config` settings that
-/// concern it) and every count in `counts`, each on a fresh backend. Not for a strategy that reuses no memory until it is empty (the
-/// arena), nor for the host `malloc` reference, whose blocks would be real host
-/// memory.
+/// concern it) and every count in `counts`, each on a fresh backend. Not for a
+/// strategy that reuses no memory until it is empty (the arena), nor for the host
+/// `malloc` reference, whose blocks would be real host memory.
 pub fn run_all(
     names: &[String],
     counts: &[usize],
