@@ -2,7 +2,8 @@
 //! 64-slot word (set = the word has a free slot), so the first free slot is found by
 //! two `trailing_zeros` in O(1) for slabs of up to 4096 slots; above that, from a hint
 //! past the summary words known to be empty, a scan of at most 512 words (the largest
-//! slab holds 2^21 slots).
+//! slab holds 2^21 slots). A slab of up to 64 slots keeps its two words inline, in
+//! its record.
 //!
 //! The words are built and checked with `bitvec`; the hot path works on the plain
 //! words, since a `BitBox` decodes its span on every access to them.
@@ -12,15 +13,20 @@ use bitvec::prelude::*;
 /// Free slots of a slab, lowest first.
 ///
 /// One allocation holds both levels, the summary words first: finding a free slot
-/// follows one pointer, not two.
+/// follows one pointer, not two. A slab of up to 64 slots keeps its two words (the
+/// summary word, then the slot word) inline, with no allocation: the bitmap then
+/// sits in its slab's record, and a free reads no other line.
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct SlotBitmap {
-    /// `sum` summary words, then the slot words.
-    words: Box<[u64]>,
-    /// Summary words.
-    sum: u32,
+    /// The summary word and the slot word of a slab of up to 64 slots (`sum` 0).
+    small: [u64; 2],
+    /// Summary words, or 0 for the inline form.
+    sum: u16,
     /// No summary word below this one has a set bit.
-    hint: u32,
+    hint: u16,
+    /// `sum` summary words, then the slot words (empty in the inline form).
+    words: Box<[u64]>,
 }
 
 /// `len` set bits in whole words; the bits past `len` in the last word are clear.
@@ -31,25 +37,62 @@ fn all_set(len: usize) -> Vec<u64> {
 }
 
 impl SlotBitmap {
+    /// The leading bytes of the bitmap that a free or an allocation in a slab of up
+    /// to 64 slots reads: the inline words, the summary count and the hint.
+    #[cfg(test)]
+    pub(crate) const HOT_BYTES: usize = std::mem::offset_of!(SlotBitmap, hint) + 2;
+
     /// `slots` slots, all free.
     pub fn all_free(slots: usize) -> Self {
         let free = all_set(slots);
+        if slots <= 64 {
+            let word = free.first().copied().unwrap_or(0);
+            return SlotBitmap {
+                small: [u64::from(word != 0), word],
+                sum: 0,
+                hint: 0,
+                words: Box::new([]),
+            };
+        }
         let mut words = all_set(free.len());
-        let sum = words.len() as u32;
+        // At most 2^21 slots: 512 summary words.
+        let sum = words.len() as u16;
         words.extend(free);
         SlotBitmap {
-            words: words.into_boxed_slice(),
+            small: [0; 2],
             sum,
             hint: 0,
+            words: words.into_boxed_slice(),
         }
     }
 
     /// No slot at all (a vacant place in a cache; nothing allocated).
     pub fn none() -> Self {
         SlotBitmap {
-            words: Box::new([]),
+            small: [0; 2],
             sum: 0,
             hint: 0,
+            words: Box::new([]),
+        }
+    }
+
+    /// The summary words (their count) and all the words, summary words first.
+    #[inline(always)]
+    fn view(&self) -> (usize, &[u64]) {
+        if self.sum == 0 {
+            (1, &self.small)
+        } else {
+            (self.sum as usize, &self.words)
+        }
+    }
+
+    /// [`view`](Self::view), to change the words.
+    #[inline(always)]
+    fn view_mut(&mut self) -> (usize, &mut [u64]) {
+        if self.sum == 0 {
+            (1, &mut self.small)
+        } else {
+            (self.sum as usize, &mut self.words)
         }
     }
 
@@ -68,7 +111,8 @@ impl SlotBitmap {
     #[inline]
     pub fn take_hinted(&mut self) -> Option<usize> {
         let si = self.hint as usize;
-        let (sums, slots) = self.words.split_at_mut(self.sum as usize);
+        let (sum, words) = self.view_mut();
+        let (sums, slots) = words.split_at_mut(sum);
         let s = match sums.get(si) {
             Some(&s) if s != 0 => s,
             _ => return None,
@@ -87,16 +131,17 @@ impl SlotBitmap {
     /// past the empty summary words first.
     #[cold]
     fn take_scan(&mut self) -> Option<usize> {
-        let sum = self.sum as usize;
-        let si = (self.hint as usize..sum).find(|&i| self.words[i] != 0)?;
-        self.hint = si as u32;
+        let (sum, words) = self.view();
+        let si = (self.hint as usize..sum).find(|&i| words[i] != 0)?;
+        self.hint = si as u16;
         self.take_hinted()
     }
 
     /// Whether `slot` (below the slab's slot count) is free.
     #[inline]
     pub fn is_free(&self, slot: usize) -> bool {
-        self.words[self.sum as usize + slot / 64] & (1 << (slot % 64)) != 0
+        let (sum, words) = self.view();
+        words[sum + slot / 64] & (1 << (slot % 64)) != 0
     }
 
     /// Mark `slot` (below the slab's slot count) free again; `false`, changing
@@ -105,20 +150,22 @@ impl SlotBitmap {
     pub fn put(&mut self, slot: usize) -> bool {
         let w = slot / 64;
         let bit = 1u64 << (slot % 64);
-        let Some(word) = self.words.get_mut(self.sum as usize + w) else {
+        let (sum, words) = self.view_mut();
+        let Some(word) = words.get_mut(sum + w) else {
             return false;
         };
         if *word & bit != 0 {
             return false;
         }
         *word |= bit;
-        self.words[w / 64] |= 1 << (w % 64);
-        self.hint = self.hint.min((w / 64) as u32);
+        words[w / 64] |= 1 << (w % 64);
+        self.hint = self.hint.min((w / 64) as u16);
         true
     }
 
     fn free_words(&self) -> &[u64] {
-        &self.words[self.sum as usize..]
+        let (sum, words) = self.view();
+        &words[sum..]
     }
 
     /// Free slots, counted bit by bit (for checks).
@@ -129,7 +176,8 @@ impl SlotBitmap {
     /// Whether the summary agrees with the slot bits (for checks).
     pub fn consistent(&self) -> bool {
         let free = self.free_words();
-        let summary = self.words[..self.sum as usize].view_bits::<Lsb0>();
+        let (sum, words) = self.view();
+        let summary = words[..sum].view_bits::<Lsb0>();
         free.iter()
             .enumerate()
             .all(|(w, &x)| summary[w] == (x != 0))
@@ -139,7 +187,7 @@ impl SlotBitmap {
 
     /// Host bytes behind the bitmap.
     pub fn heap_bytes(&self) -> usize {
-        self.words.len() * 8
+        self.words.len() * 8 // nothing for the inline form
     }
 }
 
@@ -152,6 +200,8 @@ mod tests {
         for n in [1usize, 63, 64, 65, 4096, 4097, 10_000] {
             let mut b = SlotBitmap::all_free(n);
             assert_eq!(b.count_free(), n);
+            // Up to 64 slots the words are inline: nothing allocated.
+            assert_eq!(b.heap_bytes() == 0, n <= 64, "{n} slots");
             let got: Vec<usize> = std::iter::from_fn(|| b.take()).collect();
             assert_eq!(got, (0..n).collect::<Vec<_>>(), "{n} slots");
             assert!((0..n).all(|i| !b.is_free(i)));

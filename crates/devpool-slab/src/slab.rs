@@ -8,32 +8,38 @@ use devpool_core::DevicePtr;
 pub(crate) const NIL: u32 = u32::MAX;
 
 /// A slab and its place in its owner's list of slabs with free slots.
+///
+/// A free reads the record's first cache line only (the fields in the order a free
+/// reads them, then the bitmap, inline for slabs of up to 64 slots); the list links
+/// (read when a full slab gets a free slot again) and the region (read when the slab
+/// goes back) come after.
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub(crate) struct Slab {
-    /// The backend region.
-    pub region: DevicePtr,
-    /// Bytes of the region.
-    pub region_bytes: usize,
     /// Address of slot 0 (the region's start, raised to the class alignment).
     pub start: u64,
     /// The handle of slot 0, set when a cache adopts the slab: the generation of
     /// its place in the cache, the cache and the place. A slot's handle is this
     /// with the slot number in the low bits.
     pub base: u64,
-    /// Class index.
-    pub class: u32,
     /// Slot bytes.
     pub size: usize,
     /// Slots in the slab.
     pub slots: u32,
     /// Free slots.
     pub free: u32,
-    /// Neighbours in the owner's list (local indices).
-    pub prev: u32,
-    pub next: u32,
+    /// Class index.
+    pub class: u32,
     /// Whether the slab is in the owner's list.
     pub linked: bool,
     pub bits: SlotBitmap,
+    /// Neighbours in the owner's list (local indices).
+    pub prev: u32,
+    pub next: u32,
+    /// The backend region.
+    pub region: DevicePtr,
+    /// Bytes of the region.
+    pub region_bytes: usize,
 }
 
 impl Slab {
@@ -114,5 +120,33 @@ impl Slab {
     /// Host bytes this slab's metadata takes.
     pub fn metadata_bytes(&self) -> usize {
         std::mem::size_of::<Slab>() + self.bits.heap_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{align_of, offset_of, size_of};
+
+    /// The fields a free reads (slot checks, counts, class, list flag, and an inline
+    /// bitmap's words and summary) lie in the record's first cache line, and records
+    /// start on a line.
+    #[test]
+    fn a_free_reads_one_line_of_the_record() {
+        assert_eq!(align_of::<Slab>(), 64);
+        let bits = offset_of!(Slab, bits);
+        let hot_end = [
+            offset_of!(Slab, start) + 8,
+            offset_of!(Slab, base) + 8,
+            offset_of!(Slab, size) + size_of::<usize>(),
+            offset_of!(Slab, slots) + 4,
+            offset_of!(Slab, free) + 4,
+            offset_of!(Slab, class) + 4,
+            offset_of!(Slab, linked) + 1,
+            bits + SlotBitmap::HOT_BYTES,
+        ];
+        assert!(hot_end.iter().all(|&e| e <= 64), "{hot_end:?}");
+        // The links and the region come after.
+        assert!(offset_of!(Slab, prev) >= 64 && offset_of!(Slab, region) >= 64);
     }
 }
