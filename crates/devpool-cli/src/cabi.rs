@@ -38,7 +38,7 @@ impl CAbi {
     ) -> std::result::Result<Self, CliError> {
         let strategy = devpool::StrategySpec::default();
         let changed = overlay.is_some_and(|o| o.apply(strategy.clone()).1);
-        let label = crate::reference::label(&strategy.to_string(), changed, overlay);
+        let label = crate::overlay::row_name(&strategy.to_string(), changed, overlay);
         let name = format!("{label} (C ABI)");
         let extra = overlay.map_or(String::new(), |o| format!(";{}", o.text()));
         let refused = |code| CliError::CAbi {

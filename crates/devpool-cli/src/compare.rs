@@ -42,10 +42,7 @@ fn run_one(
         c.reset_driver_times();
     }
     let mut r = replay_events(&input.label, reader, &*alloc, &opts)?;
-    r.strategy = match overlay {
-        Some(o) if changed => o.label(strategy),
-        _ => strategy.to_string(),
-    };
+    r.strategy = crate::overlay::row_name(strategy, changed, overlay);
     if let Target::Cuda(c) = &target {
         r.driver_calls = c
             .driver_times()

@@ -39,7 +39,7 @@ pub fn run(
 ) -> Result<BenchResult> {
     let target = fresh_backend(args)?;
     let (alloc, changed) = build(strategy, &target, overlay)?;
-    let label = crate::reference::label(strategy, changed, overlay);
+    let label = crate::overlay::row_name(strategy, changed, overlay);
     let backend = alloc.backend().clone();
     let mut rng = Rng::new(7);
     let sizes: Vec<usize> = (0..SIZES)

@@ -62,6 +62,15 @@ impl Overlay {
     }
 }
 
+/// The name of `strategy`'s rows and reports: with the `--config` settings where they
+/// `changed` it.
+pub fn row_name(strategy: &str, changed: bool, overlay: Option<&Overlay>) -> String {
+    match overlay {
+        Some(o) if changed => o.label(strategy),
+        _ => strategy.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -81,15 +81,7 @@ pub(crate) fn build(
         return Ok((Box::new(Nothing::new(target.backend())), name.into()));
     }
     let (a, changed) = crate::target::build(name, target, overlay)?;
-    Ok((a, label(name, changed, overlay)))
-}
-
-/// The name of `name`'s rows: with the `--config` settings where they `changed` it.
-pub(crate) fn label(name: &str, changed: bool, overlay: Option<&Overlay>) -> String {
-    match overlay {
-        Some(o) if changed => o.label(name),
-        _ => name.to_string(),
-    }
+    Ok((a, crate::overlay::row_name(name, changed, overlay)))
 }
 
 /// `malloc` / `free` of the host (glibc on Linux), through Rust's `System` allocator:
