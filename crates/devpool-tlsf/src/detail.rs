@@ -82,7 +82,9 @@ impl TlsfPool {
             free_bytes,
             largest_free_block: g.index.largest_free(),
             pages,
-            metadata_bytes: g.index.metadata_bytes() + pages.metadata_bytes,
+            metadata_bytes: g.index.metadata_bytes()
+                + g.memo.metadata_bytes()
+                + pages.metadata_bytes,
         }
     }
 }

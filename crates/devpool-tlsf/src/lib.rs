@@ -58,6 +58,7 @@ mod cache;
 mod config;
 mod detail;
 mod index;
+mod memo;
 mod parked;
 mod pool;
 mod span;

@@ -37,6 +37,8 @@ pub(crate) struct Inner {
     /// its own size: a free parks only then (crate::parked).
     pub last_free: u64,
     pub pairing: bool,
+    /// What placement searches found about free blocks (virtual mode; crate::memo).
+    pub memo: crate::memo::Memo,
 }
 
 /// A TLSF pool serving one stream. See the [crate docs](crate).
@@ -133,6 +135,7 @@ impl TlsfPool {
                 parked: None,
                 last_free: 0,
                 pairing: false,
+                memo: crate::memo::Memo::default(),
             }),
             cfg,
             backend,

@@ -6,6 +6,8 @@
 //! block is missing (rounded up to the map batch inside the free block it is carved
 //! from) and decides what to unmap.
 
+use crate::index::{Node, NIL};
+use crate::memo::Look;
 use crate::pool::{Inner, TlsfPool};
 use crate::span::Span;
 use devpool_core::{DevicePtr, Error, Result, StreamId};
@@ -52,6 +54,12 @@ impl TlsfPool {
     ) -> Result<(u32, u64)> {
         let (i, addr) = self.prefer_mapped(g, first, need, size, align);
         let n = *g.index.node(i);
+        // Most searches find a place on mapped pages: counted as `place` counts one.
+        if let Some(Some(Span { range: Some(r), .. })) = g.spans.get(n.span as usize) {
+            if g.vm.acquire_mapped(*r, (addr, addr + size)) {
+                return Ok((i, addr));
+            }
+        }
         self.map_for(g, n.span, (n.addr, n.addr + n.size), (addr, addr + size))?;
         Ok((i, addr))
     }
@@ -87,62 +95,82 @@ impl TlsfPool {
         }
     }
 
-    /// Pages that block `[b, e)` of span `span` would have to map.
-    #[inline]
-    fn missing_pages(&self, g: &Inner, span: u32, (b, e): (u64, u64)) -> usize {
-        match g.spans[span as usize].as_ref().and_then(|s| s.range) {
-            Some(r) => g.vm.missing(r, b, e),
-            None => 0,
-        }
-    }
-
     /// The free block to carve `size` bytes at `align` from, and the address in it
     /// (its start, aligned): `first`, the index's pick, unless it lands on unmapped
     /// pages and another fitting block needs fewer (fewest first, then lowest
     /// address). Mapping is dear, so this wider search runs only when the pool would
-    /// otherwise grow.
+    /// otherwise grow. Blocks that an earlier search found needing mapping, unchanged
+    /// since, are passed by ([`crate::memo`]); their keys are worked out only if no
+    /// block needing no mapping turns up.
     pub(crate) fn prefer_mapped(
         &self,
-        g: &Inner,
+        g: &mut Inner,
         first: u32,
         need: u64,
         size: u64,
         align: u64,
     ) -> (u32, u64) {
-        let place = |n: &crate::index::Node| (n.addr + align - 1) & !(align - 1);
-        let n = g.index.node(first);
-        let at = place(n);
-        let mut best = (self.missing_pages(g, n.span, (at, at + size)), at, first);
-        if best.0 == 0 {
-            return (first, at);
-        }
-        g.index.candidates(need, PREFER_SCAN, |i, n| {
+        let Inner {
+            index,
+            spans,
+            vm,
+            memo,
+            ..
+        } = g;
+        let (index, spans, vm) = (&*index, &spans[..], &*vm);
+        let epoch = vm.map_epoch();
+        let shift = self.page.trailing_zeros();
+        let place = |n: &Node| (n.addr + align - 1) & !(align - 1);
+        let key_of = |i: u32, n: &Node| {
             let at = place(n);
-            let key = (self.missing_pages(g, n.span, (at, at + size)), at, i);
-            if key < best {
-                best = key;
+            let missing = match spans[n.span as usize].as_ref().and_then(|s| s.range) {
+                Some(r) => vm.missing(r, at, at + size),
+                None => 0,
+            };
+            (missing, at, i)
+        };
+        let n = index.node(first);
+        let mut best = key_of(first, n);
+        if best.0 == 0 {
+            return (first, best.1);
+        }
+        memo.start_needs_mapping(first, n, epoch, &Look::new(best.1, size, shift));
+        let mut passed = [NIL; PREFER_SCAN];
+        let mut n_passed = 0;
+        index.candidates(need, PREFER_SCAN, |i, n| {
+            let look = Look::new(place(n), size, shift);
+            if memo.passes(i, n, epoch, &look) {
+                passed[n_passed] = i;
+                n_passed += 1;
+                return best.0 > 0;
             }
+            let key = key_of(i, n);
+            best = best.min(key);
             if key.0 > 0 {
+                memo.start_needs_mapping(i, n, epoch, &look);
                 // Mapped pages no block uses, further in this free block.
-                if let Some(run) = self.unused_run(g, n.span, (n.addr, n.addr + n.size), size) {
-                    best = best.min((0, run, i));
+                let run = spans[n.span as usize]
+                    .as_ref()
+                    .and_then(|s| s.range)
+                    .and_then(|r| vm.unused_run(r, n.addr, n.addr + n.size, size));
+                match run {
+                    Some(run) => best = best.min((0, run, i)),
+                    None => memo.no_run(i, n, epoch, &look),
                 }
             }
             best.0 > 0
         });
+        if best.0 > 0 {
+            for &i in &passed[..n_passed] {
+                best = best.min(key_of(i, index.node(i)));
+            }
+        }
         (best.2, best.1)
-    }
-
-    /// Where in free block `room` of span `span` a block of `size` bytes lies wholly
-    /// on mapped pages that no block uses.
-    fn unused_run(&self, g: &Inner, span: u32, room: (u64, u64), size: u64) -> Option<u64> {
-        let r = g.spans[span as usize].as_ref()?.range?;
-        g.vm.unused_run(r, room.0, room.1, size)
     }
 
     /// Check the page layer's bookkeeping against the live blocks.
     pub(crate) fn verify_pages(&self, g: &Inner) -> std::result::Result<(), String> {
-        use crate::index::{State, NIL};
+        use crate::index::State;
         let mut live = Vec::new();
         let mut regions = 0u64;
         for (sid, sp) in g.spans.iter().enumerate() {

@@ -116,6 +116,9 @@ pub struct PageLayer {
     ///
     /// [`release_deferred`]: Self::release_deferred
     pub(crate) deferred: Option<crate::deferred::Deferred>,
+    /// Moves on whenever a page may have become mapped here, or a range came or
+    /// went ([`map_epoch`](Self::map_epoch)).
+    pub(crate) epoch: u64,
 }
 
 impl PageLayer {
@@ -146,6 +149,7 @@ impl PageLayer {
             can_alias,
             reserved_ahead: false,
             deferred: None,
+            epoch: 0,
         }
     }
 
@@ -179,6 +183,16 @@ impl PageLayer {
         self.policy.on_held(self.held.current);
     }
 
+    /// A count that moves on whenever a page of this layer may have become mapped
+    /// (a map, memory moved in) or a range was reserved or given back. Between two
+    /// equal readings pages only lose their mapping (unmaps, memory moved away), so
+    /// a place found needing mapping still needs it: what a placement search may
+    /// remember ([`PageLayer::missing`], [`PageLayer::unused_run`]).
+    #[inline]
+    pub fn map_epoch(&self) -> u64 {
+        self.epoch
+    }
+
     /// Backend calls made: maps, unmaps, reserves and unreserves.
     pub fn backend_calls(&self) -> u64 {
         let c = &self.calls;
@@ -194,6 +208,7 @@ impl PageLayer {
         let align = align.max(page).checked_next_power_of_two().unwrap_or(page);
         let base = self.backend.reserve(size, align)?;
         self.calls.reserves += 1;
+        self.epoch += 1;
         let range = Range::new(
             base.0,
             size as u64,
@@ -249,6 +264,7 @@ impl PageLayer {
         let (base, size) = (DevicePtr(rg.base), rg.size as usize);
         self.backend.unreserve(base, size)?;
         self.calls.unreserves += 1;
+        self.epoch += 1;
         self.ranges[r.index()] = None;
         while matches!(self.ranges.last(), Some(None)) {
             self.ranges.pop();

@@ -142,6 +142,7 @@ impl PageLayer {
             .map_chunks(DevicePtr(base + ((s as u64) << shift)), sizes)?;
         self.calls.maps += 1;
         self.calls.chunks += sizes.len() as u64;
+        self.epoch += 1;
         let rg = at(&mut self.ranges, r);
         rg.mapped.set(s, e, true);
         rg.top = rg.top.max(e);

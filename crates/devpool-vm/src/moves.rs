@@ -39,6 +39,7 @@ impl PageLayer {
             Err(_) => return s,
         }
         self.calls.moves += 1;
+        self.epoch += 1;
         let moved_bytes: u64 = sources.iter().map(|(_, len)| *len as u64).sum();
         self.policy.on_move(moved_bytes);
         let mut at = s;
