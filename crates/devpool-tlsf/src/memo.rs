@@ -13,14 +13,13 @@
 //!   that is not mapped;
 //! - the fewest pages found to have no run of unused mapped pages in the block.
 //!
-//! Both stay true while the block keeps its start and size and no page of the layer
-//! becomes mapped ([`PageLayer::map_epoch`](devpool_vm::PageLayer::map_epoch) has not
-//! moved): until then pages only lose their mapping; no block uses a page inside a
-//! free block; and a retiring page is taken back only by the block placed on it,
-//! which is carved from its free block (a new start or size). A longer request
-//! cannot do better. So the search passes such a block by without reading a bit,
-//! exactly as the full look would, and works out its key (pages to map, address)
-//! only when no block needing no mapping turns up at all.
+//! Both stay true while the block keeps its start and size and the layer's
+//! [`map_epoch`](devpool_vm::PageLayer::map_epoch) has not moved: until then no page
+//! becomes mapped or usable again (pages only lose their mapping or go to retire),
+//! and no block uses a page inside a free block. A longer request cannot do better.
+//! So the search passes such a block by without reading a bit, exactly as the full
+//! look would, and works out its key (pages to map, address) only when no block
+//! needing no mapping turns up at all.
 
 use crate::index::{Node, NIL};
 

@@ -116,8 +116,8 @@ pub struct PageLayer {
     ///
     /// [`release_deferred`]: Self::release_deferred
     pub(crate) deferred: Option<crate::deferred::Deferred>,
-    /// Moves on whenever a page may have become mapped here, or a range came or
-    /// went ([`map_epoch`](Self::map_epoch)).
+    /// Moves on whenever a page may have become mapped or usable again here, or a
+    /// range came or went ([`map_epoch`](Self::map_epoch)).
     pub(crate) epoch: u64,
 }
 
@@ -184,10 +184,12 @@ impl PageLayer {
     }
 
     /// A count that moves on whenever a page of this layer may have become mapped
-    /// (a map, memory moved in) or a range was reserved or given back. Between two
-    /// equal readings pages only lose their mapping (unmaps, memory moved away), so
-    /// a place found needing mapping still needs it: what a placement search may
-    /// remember ([`PageLayer::missing`], [`PageLayer::unused_run`]).
+    /// (a map, memory moved in) or usable again (a retiring page taken back, or left
+    /// mapped by a failed unmap), or a range was reserved or given back. Between two
+    /// equal readings mapped pages only go (unmaps, memory moved away, pages chosen
+    /// to retire), so a place found needing mapping still needs it, and a free room
+    /// found without a run of unused pages is still without one: what a placement
+    /// search may remember ([`PageLayer::missing`], [`PageLayer::unused_run`]).
     #[inline]
     pub fn map_epoch(&self) -> u64 {
         self.epoch

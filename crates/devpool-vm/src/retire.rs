@@ -206,6 +206,8 @@ impl PageLayer {
             let n = (e - c) as u64;
             self.n.retiring -= n;
             self.n.unused += n;
+            // Mapped pages usable again: what a search remembered may be stale.
+            self.epoch += 1;
             for pend in &mut self.retire.queue {
                 pend.chunks.retain(|&(x, s, _)| !(x == r && s == c));
             }
@@ -360,6 +362,7 @@ impl PageLayer {
                     rg.retiring.set(s, e, false);
                     self.n.retiring -= n;
                     self.n.unused += n;
+                    self.epoch += 1;
                 }
                 Err(err.into())
             }
