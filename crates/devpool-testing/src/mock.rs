@@ -42,6 +42,10 @@ pub enum FaultOn {
     Map,
     /// `reserve` only.
     Reserve,
+    /// `unmap` only: a call that gives memory back, never hit by
+    /// [`AnyAcquire`](Self::AnyAcquire) or [`fail_all`](MockBackend::fail_all). The
+    /// call is refused after its checks pass, and changes nothing.
+    Unmap,
 }
 
 /// Settings of a [`MockBackend`].
@@ -371,12 +375,13 @@ impl MockBackend {
     }
 
     fn check_fault(&self, s: &mut State, kind: FaultOn, call: &'static str) -> BackendResult<()> {
-        if s.fail_all {
+        let acquires = kind != FaultOn::Unmap;
+        if s.fail_all && acquires {
             s.injected += 1;
             return Err(self.fail(BackendError::Injected { call }));
         }
         if let Some(f) = &mut s.fault {
-            if f.on == kind || f.on == FaultOn::AnyAcquire {
+            if f.on == kind || (f.on == FaultOn::AnyAcquire && acquires) {
                 f.remaining -= 1;
                 if f.remaining == 0 {
                     s.fault = None;
@@ -810,6 +815,7 @@ impl Backend for MockBackend {
         }
         let end = ptr.0 + size as u64;
         let chunks = self.whole_chunks(&s, "unmap", ptr, size)?;
+        self.check_fault(&mut s, FaultOn::Unmap, "unmap")?;
         for p in (ptr.0..end).step_by(g as usize) {
             s.pages.remove(&p);
             s.busy.remove(&p);

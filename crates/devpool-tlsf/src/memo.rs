@@ -156,29 +156,43 @@ impl Memo {
 mod tests {
     use crate::{TlsfConfig, TlsfPool};
     use devpool_core::{Block, Pool, Request, Rng};
-    use devpool_testing::MockBackend;
+    use devpool_testing::{FaultOn, MockBackend};
 
     /// Blocks of 256 KiB to 48 MiB, allocated and freed at random around a live
     /// set that drifts up and down, so that memory moves and leaves unmapped holes
-    /// that searches look at again and again: every block lands where it lands when
+    /// that searches look at again and again, and now and then an unmap fails (its
+    /// pages stay mapped, usable again): every block lands where it lands when
     /// nothing is remembered, and the memo did pass blocks by.
     #[test]
     fn searches_place_every_block_where_a_full_look_would() {
-        let pools: Vec<TlsfPool> = (0..2)
-            .map(|_| TlsfPool::new(MockBackend::shared(), TlsfConfig::default()))
+        let mocks: Vec<_> = (0..2).map(|_| MockBackend::shared()).collect();
+        let pools: Vec<TlsfPool> = mocks
+            .iter()
+            .map(|m| TlsfPool::new(m.clone(), TlsfConfig::default()))
             .collect();
         pools[1].inner.lock().memo.off = true;
         let mut rng = Rng::new(7);
         let mut live: Vec<[Block; 2]> = Vec::new();
         for step in 0..20_000 {
+            if step % 97 == 0 {
+                for m in &mocks {
+                    m.fail_nth(FaultOn::Unmap, 1);
+                }
+            }
             let cap = if (step / 2_000) % 2 == 0 { 120 } else { 40 };
             let r = rng.next_u64();
             if live.len() < cap && (live.is_empty() || r & 3 != 0) {
                 let req = Request::new(rng.log_uniform(256 << 10, 48 << 20));
-                let a = pools[0].allocate(&req).unwrap();
-                let b = pools[1].allocate(&req).unwrap();
-                assert_eq!((a.ptr, a.size), (b.ptr, b.size), "step {step}");
-                live.push([a, b]);
+                // An allocation that must unmap first fails when that unmap does, in
+                // both pools alike.
+                match (pools[0].allocate(&req), pools[1].allocate(&req)) {
+                    (Ok(a), Ok(b)) => {
+                        assert_eq!((a.ptr, a.size), (b.ptr, b.size), "step {step}");
+                        live.push([a, b]);
+                    }
+                    (Err(_), Err(_)) => {}
+                    (a, b) => panic!("step {step}: {a:?} against {b:?}"),
+                }
             } else {
                 let pair = live.swap_remove((r >> 8) as usize % live.len());
                 for (p, b) in pools.iter().zip(&pair) {
@@ -186,8 +200,13 @@ mod tests {
                 }
             }
         }
-        for p in &pools {
+        for (p, m) in pools.iter().zip(&mocks) {
             p.verify().unwrap();
+            assert!(
+                m.injected_faults() > 10,
+                "unmaps failed: {}",
+                m.injected_faults()
+            );
         }
         let passed = |p: &TlsfPool| p.inner.lock().memo.passed;
         assert!(passed(&pools[0]) > 100, "passed {}", passed(&pools[0]));

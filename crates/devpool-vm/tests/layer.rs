@@ -602,3 +602,55 @@ fn growth_in_one_direction_maps_ahead_in_bursts_and_churn_does_not() {
         "growth amid frees maps nothing ahead"
     );
 }
+
+/// The map epoch moves when a page may have become mapped or usable again (a map, a
+/// retiring chunk taken back, an unmap that failed), and not when pages only lose
+/// their use or their mapping: what a placement search remembers relies on it.
+#[test]
+fn the_map_epoch_moves_when_pages_become_usable_again() {
+    let mock = MockBackend::shared_with(MockConfig::default().manual_events());
+    let s = mock.create_stream().unwrap();
+    let cfg = VmConfig::default()
+        .map_batch_pages(1)
+        .cache(0, 0.0)
+        .chunk_pages(4)
+        .chunk_divisor(1);
+    let (mut vm, r, page) = layer(&mock, cfg, 64);
+    let b = vm.base(r);
+    let room = (b, b + 64 * page);
+    let e = vm.map_epoch();
+    vm.acquire(r, (b, b + 8 * page), room).unwrap();
+    assert!(vm.map_epoch() > e, "a map moves it");
+    let e = vm.map_epoch();
+    vm.release(r, (b, b + 8 * page), s);
+    vm.trim_nowait().unwrap();
+    assert_eq!(vm.detail().retiring_pages, 8);
+    assert_eq!(
+        vm.map_epoch(),
+        e,
+        "a free and pages chosen to retire do not"
+    );
+    assert_eq!(vm.unused_run(r, b, b + 8 * page, 2 * page), None);
+    // A block on page 1 takes back the retiring chunk of pages 0 to 3: pages 2 and 3
+    // are an unused run again, with no map.
+    vm.acquire(r, (b + page, b + 2 * page), (b, b + 8 * page))
+        .unwrap();
+    assert_eq!(mock.counters().map_calls, 1);
+    assert_eq!(
+        vm.unused_run(r, b + 2 * page, b + 8 * page, 2 * page),
+        Some(b + 2 * page)
+    );
+    assert!(vm.map_epoch() > e, "a chunk taken back moves it");
+    // The stream passes, and the unmap of pages 4 to 7 fails: they stay mapped, as
+    // cache, and are a run again.
+    let e = vm.map_epoch();
+    mock.complete_stream(s);
+    mock.fail_nth(FaultOn::Unmap, 1);
+    assert!(vm.poll_retiring().is_err());
+    assert_eq!(mock.injected_faults(), 1);
+    assert_eq!(
+        vm.unused_run(r, b + 4 * page, b + 8 * page, 4 * page),
+        Some(b + 4 * page)
+    );
+    assert!(vm.map_epoch() > e, "an unmap that failed moves it");
+}
