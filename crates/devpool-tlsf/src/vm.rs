@@ -129,14 +129,23 @@ impl TlsfPool {
             };
             (missing, at, i)
         };
-        let n = index.node(first);
-        let mut best = key_of(first, n);
-        if best.0 == 0 {
-            return (first, best.1);
-        }
-        memo.start_needs_mapping(first, n, epoch, &Look::new(best.1, size, shift));
-        let mut passed = [NIL; PREFER_SCAN];
+        // Blocks passed by, the pick among them (it may come round again in its
+        // class): their keys are worked out only if nothing needs no mapping.
+        let mut passed = [NIL; PREFER_SCAN + 1];
         let mut n_passed = 0;
+        let n = index.node(first);
+        let look = Look::new(place(n), size, shift);
+        let mut best = (usize::MAX, 0, NIL);
+        if memo.passes(first, n, epoch, &look) {
+            passed[0] = first;
+            n_passed = 1;
+        } else {
+            best = key_of(first, n);
+            if best.0 == 0 {
+                return (first, best.1);
+            }
+            memo.start_needs_mapping(first, n, epoch, &look);
+        }
         index.candidates(need, PREFER_SCAN, |i, n| {
             let look = Look::new(place(n), size, shift);
             if memo.passes(i, n, epoch, &look) {
