@@ -18,6 +18,21 @@ fn held(mock: &MockBackend) -> u64 {
     mock.counters().bytes_in_use.current
 }
 
+/// A layer of 64 pages that keeps no cache, maps page by page in chunks of 4, over a
+/// mock whose events complete only when told, and a stream of that mock: pages
+/// given back retire until the stream has passed.
+fn retiring_layer() -> (Arc<MockBackend>, StreamId, PageLayer, RangeId, u64) {
+    let mock = MockBackend::shared_with(MockConfig::default().manual_events());
+    let s = mock.create_stream().unwrap();
+    let cfg = VmConfig::default()
+        .map_batch_pages(1)
+        .cache(0, 0.0)
+        .chunk_pages(4)
+        .chunk_divisor(1);
+    let (vm, r, page) = layer(&mock, cfg, 64);
+    (mock, s, vm, r, page)
+}
+
 #[test]
 fn runs_are_cut_into_chunks_of_at_most_the_chunk_size() {
     let mock = MockBackend::shared();
@@ -124,14 +139,7 @@ fn a_small_pool_maps_ahead_no_more_than_its_floor() {
 
 #[test]
 fn pages_retire_until_the_stream_has_passed_and_come_back_if_used() {
-    let mock = MockBackend::shared_with(MockConfig::default().manual_events());
-    let s = mock.create_stream().unwrap();
-    let cfg = VmConfig::default()
-        .map_batch_pages(1)
-        .cache(0, 0.0)
-        .chunk_pages(4)
-        .chunk_divisor(1);
-    let (mut vm, r, page) = layer(&mock, cfg, 64);
+    let (mock, s, mut vm, r, page) = retiring_layer();
     let b = vm.base(r);
     let room = (b, b + 64 * page);
     let x = (b, b + 8 * page);
@@ -608,14 +616,7 @@ fn growth_in_one_direction_maps_ahead_in_bursts_and_churn_does_not() {
 /// their use or their mapping: what a placement search remembers relies on it.
 #[test]
 fn the_map_epoch_moves_when_pages_become_usable_again() {
-    let mock = MockBackend::shared_with(MockConfig::default().manual_events());
-    let s = mock.create_stream().unwrap();
-    let cfg = VmConfig::default()
-        .map_batch_pages(1)
-        .cache(0, 0.0)
-        .chunk_pages(4)
-        .chunk_divisor(1);
-    let (mut vm, r, page) = layer(&mock, cfg, 64);
+    let (mock, s, mut vm, r, page) = retiring_layer();
     let b = vm.base(r);
     let room = (b, b + 64 * page);
     let e = vm.map_epoch();
