@@ -21,7 +21,7 @@
 //! the deallocation settles first, which releases the block.
 
 use crate::pool::{Inner, TlsfPool};
-use crate::span::Span;
+use crate::span::range_of;
 
 impl TlsfPool {
     /// Release the parked block, if one waits: what its free would have done.
@@ -51,10 +51,9 @@ impl TlsfPool {
             (n.addr, n.span)
         };
         if size == need && addr & (align - 1) == 0 && g.index.reuse_fits(i, need) {
-            if let Some(Some(Span { range: Some(r), .. })) = g.spans.get(span as usize) {
+            if let Some(r) = range_of(&g.spans, span) {
                 // What the search's pick would be asked next; false changes nothing
                 // that the same question asked again after the release would not.
-                let r = *r;
                 if g.vm.take_back_exact(r, addr, addr + size)
                     || g.vm.acquire_mapped(r, (addr, addr + size))
                 {

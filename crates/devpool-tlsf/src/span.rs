@@ -17,6 +17,16 @@ pub(crate) struct Span {
     pub range: Option<RangeId>,
 }
 
+/// The page layer's range of span `span`: `None` for a region, or a span that is not
+/// there.
+#[inline]
+pub(crate) fn range_of(spans: &[Option<Span>], span: u32) -> Option<RangeId> {
+    match spans.get(span as usize) {
+        Some(Some(Span { range: Some(r), .. })) => Some(*r),
+        _ => None,
+    }
+}
+
 fn oom(requested: usize, backend: &dyn devpool_core::Backend) -> Error {
     let (free, total) = backend.mem_info().unwrap_or((0, 0));
     Error::Backend(BackendError::OutOfMemory {

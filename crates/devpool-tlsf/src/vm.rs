@@ -9,7 +9,7 @@
 use crate::index::{Node, NIL};
 use crate::memo::Look;
 use crate::pool::{Inner, TlsfPool};
-use crate::span::Span;
+use crate::span::range_of;
 use devpool_core::{DevicePtr, Error, Result, StreamId};
 
 /// Free blocks looked at when the first pick would need mapping.
@@ -33,8 +33,8 @@ impl TlsfPool {
         let n = g.index.node(first);
         // Spans end far below the top of the address space: no overflow.
         let at = (n.addr + align - 1) & !(align - 1);
-        if let Some(Some(Span { range: Some(r), .. })) = g.spans.get(n.span as usize) {
-            if g.vm.acquire_mapped(*r, (at, at + size)) {
+        if let Some(r) = range_of(&g.spans, n.span) {
+            if g.vm.acquire_mapped(r, (at, at + size)) {
                 return Ok((first, at));
             }
         }
@@ -55,8 +55,8 @@ impl TlsfPool {
         let (i, addr) = self.prefer_mapped(g, first, need, size, align);
         let n = *g.index.node(i);
         // Most searches find a place on mapped pages: counted as `place` counts one.
-        if let Some(Some(Span { range: Some(r), .. })) = g.spans.get(n.span as usize) {
-            if g.vm.acquire_mapped(*r, (addr, addr + size)) {
+        if let Some(r) = range_of(&g.spans, n.span) {
+            if g.vm.acquire_mapped(r, (addr, addr + size)) {
                 return Ok((i, addr));
             }
         }
@@ -73,7 +73,7 @@ impl TlsfPool {
         room: (u64, u64),
         block: (u64, u64),
     ) -> Result<()> {
-        let Some(r) = g.spans[span as usize].as_ref().and_then(|s| s.range) else {
+        let Some(r) = range_of(&g.spans, span) else {
             return Err(Error::NotOwned {
                 ptr: DevicePtr(block.0),
             });
@@ -90,7 +90,7 @@ impl TlsfPool {
         block: (u64, u64),
         stream: StreamId,
     ) {
-        if let Some(r) = g.spans[span as usize].as_ref().and_then(|s| s.range) {
+        if let Some(r) = range_of(&g.spans, span) {
             g.vm.release_deferred(r, block, stream);
         }
     }
@@ -123,7 +123,7 @@ impl TlsfPool {
         let place = |n: &Node| (n.addr + align - 1) & !(align - 1);
         let key_of = |i: u32, n: &Node| {
             let at = place(n);
-            let missing = match spans[n.span as usize].as_ref().and_then(|s| s.range) {
+            let missing = match range_of(spans, n.span) {
                 Some(r) => vm.missing(r, at, at + size),
                 None => 0,
             };
@@ -158,9 +158,7 @@ impl TlsfPool {
             if key.0 > 0 {
                 memo.start_needs_mapping(i, n, epoch, &look);
                 // Mapped pages no block uses, further in this free block.
-                let run = spans[n.span as usize]
-                    .as_ref()
-                    .and_then(|s| s.range)
+                let run = range_of(spans, n.span)
                     .and_then(|r| vm.unused_run(r, n.addr, n.addr + n.size, size));
                 match run {
                     Some(run) => best = best.min((0, run, i)),
